@@ -1,0 +1,59 @@
+"""Result channels in the domain's words, and the NMSE of method.md section 3."""
+import jax
+import jax.numpy as jnp
+
+from kernels import forces
+from kernels.dynamics import _states_with_ground
+from kernels.rotations import euler_to_matrix
+
+
+def wheel_centre_position(model, r):
+    """Wheel-centre positions (2, 3) [m], left and right, vehicle frame."""
+    return r[model.topology.wheel_slots, :3]
+
+
+def toe_camber(model, r):
+    """Toe and camber (2,) each [rad], DIN 70000 signs.
+
+    Toe > 0 is toe-in (wheel front turned towards the vehicle centre);
+    camber > 0 is the wheel top leaning outwards. From the spin axis
+    a = R e_y of each wheel body (pointing left on both sides):
+    left: toe = atan2(a_x, a_y), camber = -asin(a_z);
+    right: toe = atan2(-a_x, a_y), camber = asin(a_z).
+    """
+    R = euler_to_matrix(r[model.topology.wheel_slots, 3:])
+    a = R[:, :, 1]
+    sign = jnp.array([1.0, -1.0])
+    toe = jnp.arctan2(sign * a[:, 0], a[:, 1])
+    camber = jnp.arcsin(jnp.clip(-sign * a[:, 2], -1.0, 1.0))
+    return toe, camber
+
+
+def bushing_forces(model, r, v):
+    """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m]."""
+    x = _states_with_ground(r, v)
+    b = model.topology.bushing_bodies
+    return jax.vmap(forces.bushing_output)(forces.bushing_params(model), x[b[:, 0]], x[b[:, 1]])
+
+
+def chassis_reaction(model, r, v):
+    """Total force (3,) [N] that all force elements exert on the chassis (ground)."""
+    topo = model.topology
+    m = topo.n_bodies
+    x = _states_with_ground(r, v)
+    total = jnp.zeros(3)
+    for _, fn, params, attr in forces.GROUPS:
+        b = getattr(topo, attr)
+        g1, g2 = jax.vmap(fn)(params(model), x[b[:, 0]], x[b[:, 1]])
+        total = total + jnp.sum(jnp.where((b[:, 0] == m)[:, None], g1[:, :3], 0.0), 0)
+        total = total + jnp.sum(jnp.where((b[:, 1] == m)[:, None], g2[:, :3], 0.0), 0)
+    return total
+
+
+def nmse(y, y_ref):
+    """Normalised mean squared error, method.md section 3:
+    ``NMSE = mean((y - y_ref)^2) / mean(y_ref)^2`` over the samples given
+    (the caller selects the window 4.9 s <= t <= 6.0 s and pools both sides)."""
+    y = jnp.asarray(y)
+    y_ref = jnp.asarray(y_ref)
+    return jnp.mean((y - y_ref) ** 2) / jnp.mean(y_ref) ** 2

@@ -1,0 +1,447 @@
+"""The table data model of method.md section 1, validated and turned into a pytree.
+
+Input: plain tables (dicts and lists, e.g. from YAML), each row with a unique
+integer ``index`` and a ``name``. All positions are in the vehicle frame at
+the design position (x forward, y left, z up; m).
+
+``bodies``   index (>= 1; index 0 is the ground "chassis", which has no state),
+             name, mass [kg], inertia [kg m^2] (3x3 about the centre of mass,
+             body frame), position [m] (centre of mass = body frame origin),
+             euler [rad] (initial z-y'-x'' angles of the body frame).
+``markers``  index, name, body (body index, 0 = chassis), position [m],
+             orientation (3x3, columns = marker axes in the vehicle frame).
+``bushings`` index, name, marker_1, marker_2, and per direction
+             (x, y, z, rx, ry, rz of marker_1's frame):
+             stiffness [N/m | N m/rad], damping [N s/m | N m s/rad],
+             preload [N | N m] (force on body 1 at zero deflection),
+             offset [m | rad] (deflection at which the elastic force is
+             the preload), optional ``stiffness_curves`` /
+             ``damping_curves``: {direction: {x: [...], y: [...]}} giving
+             force on body 1 vs deflection / deflection rate; a direction with
+             a curve uses it instead of the linear coefficient.
+``p2p``      index, name, marker_1, marker_2, kind (spring | damper |
+             bump_stop | rebound_stop), and the law parameters documented at
+             :func:`_p2p_law`.
+``wheels``   {left: body index, right: body index}: wheel bodies, whose frame
+             origin is the wheel centre and whose body y axis is the spin
+             axis. The external excitation u (method.md eq. 1b) is the force
+             and torque (vehicle frame) at each wheel centre.
+
+Sign of forces: a bushing's characteristic gives the force that the element
+exerts on its *first* body, in marker_1's frame, as a function of the
+deflection of marker_2 relative to marker_1 (so a positive stiffness pulls
+body 1 towards body 2).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kernels import curves
+
+DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")
+P2P_KINDS = ("spring", "damper", "bump_stop", "rebound_stop")
+GROUND = 0
+
+
+class ModelError(ValueError):
+    """A model table is invalid; the message names the offending field and value."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Topology:
+    """Static (non-traced) part of a model: sizes, names, index arrays.
+
+    Hashed by identity so that it can be a static pytree field: functions
+    jitted for one model are reused for every variant of it.
+    """
+    name: str
+    body_names: tuple
+    body_index: tuple          # user index of each state slot
+    bushing_names: tuple
+    bushing_bodies: np.ndarray  # (n_bushings, 2) state slots; slot n_bodies = ground
+    p2p_names: tuple
+    p2p_kinds: tuple
+    p2p_bodies: np.ndarray      # (n_p2p, 2)
+    wheel_slots: np.ndarray     # (2,) state slots of left and right wheel
+    tables: Any                 # the validated plain tables (exportable)
+
+    @property
+    def n_bodies(self):
+        return len(self.body_names)
+
+    @property
+    def n_dof(self):
+        return 6 * self.n_bodies
+
+    @property
+    def n_force_elements(self):
+        return len(self.bushing_names) + len(self.p2p_names)
+
+    __hash__ = object.__hash__
+
+
+def _field(**kw):
+    return dataclasses.field(**kw)
+
+
+@dataclasses.dataclass
+class Model:
+    """Model pytree. Array leaves can be vmapped over variants; ``topology`` is static.
+
+    Shapes: m bodies, nb bushings, npp P2P elements, K padded curve knots.
+    """
+    mass: jax.Array            # (m,) kg
+    inertia: jax.Array         # (m, 3, 3) kg m^2, body frame, about the CoM
+    gravity: jax.Array         # (3,) m/s^2
+    r_design: jax.Array        # (m, 6) design pose
+    # bushings (marker poses local to their bodies)
+    bu_pos1: jax.Array         # (nb, 3) m
+    bu_rot1: jax.Array         # (nb, 3, 3)
+    bu_pos2: jax.Array
+    bu_rot2: jax.Array
+    bu_k: jax.Array            # (nb, 6) linear stiffness
+    bu_c: jax.Array            # (nb, 6) linear damping
+    bu_preload: jax.Array      # (nb, 6)
+    bu_offset: jax.Array       # (nb, 6)
+    bu_k_curve: dict           # table arrays with leading (nb, 6)
+    bu_c_curve: dict
+    # P2P elements
+    pp_pos1: jax.Array         # (npp, 3) m
+    pp_pos2: jax.Array
+    pp_length: jax.Array       # (npp,) reference length [m]
+    pp_k: jax.Array            # (npp,) N/m
+    pp_preload: jax.Array      # (npp,) N, push at reference length
+    pp_c: jax.Array            # (npp,) N s/m
+    pp_k_curve: dict           # push force vs compression travel s = L_ref - L
+    pp_c_curve: dict           # tension force vs extension rate dL/dt
+    topology: Topology = _field(metadata=dict(static=True))
+
+
+_DATA_FIELDS = [f.name for f in dataclasses.fields(Model) if f.name != "topology"]
+jax.tree_util.register_dataclass(Model, data_fields=_DATA_FIELDS, meta_fields=["topology"])
+
+
+# --------------------------------------------------------------------------- validation
+
+def _where(table, i, row):
+    return f"{table}[{i}] {row.get('name', '?')!r}"
+
+
+def _finite(value, what):
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ModelError(f"{what} = {value!r} is not finite (NaN or inf)")
+    return arr
+
+
+def _vector(row, key, n, what, default=None):
+    if key not in row or row[key] is None:
+        if default is None:
+            raise ModelError(f"{what}: missing field {key!r}")
+        return np.array(default, float)
+    arr = _finite(row[key], f"{what}.{key}")
+    if arr.shape != (n,):
+        raise ModelError(f"{what}.{key} = {row[key]!r} must have {n} values")
+    return arr
+
+
+def _rows(tables, key):
+    rows = tables.get(key, [])
+    seen = {}
+    for i, row in enumerate(rows):
+        if "index" not in row:
+            raise ModelError(f"{_where(key, i, row)}: missing field 'index'")
+        idx = row["index"]
+        if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
+            raise ModelError(f"{_where(key, i, row)}.index = {idx!r} is not an integer")
+        if idx in seen:
+            raise ModelError(f"{_where(key, i, row)}.index = {idx} duplicates "
+                             f"{key}[{seen[idx]}]")
+        seen[idx] = i
+        if not row.get("name"):
+            raise ModelError(f"{key}[{i}] (index {idx}): missing field 'name'")
+    names = [r["name"] for r in rows]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ModelError(f"{key}: duplicate name {sorted(dup)[0]!r}")
+    return rows, seen
+
+
+def _check_curve(curve, what):
+    if not isinstance(curve, dict) or "x" not in curve or "y" not in curve:
+        raise ModelError(f"{what} must be a mapping with 'x' and 'y' lists")
+    x = _finite(curve["x"], f"{what}.x")
+    y = _finite(curve["y"], f"{what}.y")
+    if x.ndim != 1 or x.shape != y.shape or len(x) < 2:
+        raise ModelError(f"{what}: 'x' and 'y' must be lists of equal length >= 2 "
+                         f"(got {len(np.atleast_1d(x))} and {len(np.atleast_1d(y))})")
+    bad = np.nonzero(np.diff(x) <= 0)[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ModelError(f"{what}.x is not strictly increasing: x[{i}] = {x[i]} >= "
+                         f"x[{i + 1}] = {x[i + 1]}")
+    return x, y
+
+
+def _rotation(value, what):
+    R = _finite(value, what)
+    if R.shape != (3, 3):
+        raise ModelError(f"{what} must be a 3x3 matrix")
+    if not np.allclose(R.T @ R, np.eye(3), atol=1e-9) or np.linalg.det(R) < 0:
+        raise ModelError(f"{what} is not a proper rotation matrix")
+    return R
+
+
+def validate_tables(tables):
+    """Check the tables; raise :class:`ModelError` naming the first bad field."""
+    bodies, body_rows = _rows(tables, "bodies")
+    if not bodies:
+        raise ModelError("bodies: the model has no bodies")
+    for i, b in enumerate(bodies):
+        w = _where("bodies", i, b)
+        if b["index"] == GROUND:
+            raise ModelError(f"{w}.index = 0 is reserved for the ground (chassis)")
+        mass = b.get("mass")
+        if mass is None or not np.isfinite(mass) or mass <= 0:
+            raise ModelError(f"{w}.mass = {mass!r} must be a positive number [kg]")
+        inertia = _finite(b.get("inertia", np.nan), f"{w}.inertia")
+        if inertia.shape != (3, 3):
+            raise ModelError(f"{w}.inertia must be a 3x3 matrix")
+        if not np.allclose(inertia, inertia.T, rtol=1e-12, atol=1e-14):
+            raise ModelError(f"{w}.inertia = {inertia.tolist()} is not symmetric")
+        eig = np.linalg.eigvalsh(inertia)
+        if eig[0] <= 0:
+            raise ModelError(f"{w}.inertia = {inertia.tolist()} is not positive definite "
+                             f"(eigenvalues {eig.tolist()})")
+        _vector(b, "position", 3, w)
+        _vector(b, "euler", 3, w, default=[0, 0, 0])
+    markers, marker_rows = _rows(tables, "markers")
+    for i, mk in enumerate(markers):
+        w = _where("markers", i, mk)
+        if mk.get("body") != GROUND and mk.get("body") not in body_rows:
+            raise ModelError(f"{w}.body = {mk.get('body')!r} is not a body index")
+        _vector(mk, "position", 3, w)
+        _rotation(mk.get("orientation", np.eye(3)), f"{w}.orientation")
+    for key in ("bushings", "p2p"):
+        rows, _ = _rows(tables, key)
+        for i, e in enumerate(rows):
+            w = _where(key, i, e)
+            for end in ("marker_1", "marker_2"):
+                if e.get(end) not in marker_rows:
+                    raise ModelError(f"{w}.{end} = {e.get(end)!r} is not a marker index")
+            b1 = markers[marker_rows[e["marker_1"]]]["body"]
+            b2 = markers[marker_rows[e["marker_2"]]]["body"]
+            if b1 == b2:
+                raise ModelError(f"{w}: both markers are on body {b1}")
+            if key == "bushings":
+                for fld in ("stiffness", "damping"):
+                    _vector(e, fld, 6, w)
+                for fld in ("preload", "offset"):
+                    _vector(e, fld, 6, w, default=[0] * 6)
+                for fld in ("stiffness_curves", "damping_curves"):
+                    for d, c in (e.get(fld) or {}).items():
+                        if d not in DIRECTIONS:
+                            raise ModelError(f"{w}.{fld}: unknown direction {d!r} "
+                                             f"(expected one of {DIRECTIONS})")
+                        _check_curve(c, f"{w}.{fld}.{d}")
+            else:
+                _check_p2p(e, w, markers[marker_rows[e["marker_1"]]],
+                           markers[marker_rows[e["marker_2"]]])
+    wheels = tables.get("wheels") or {}
+    for side in ("left", "right"):
+        if wheels.get(side) not in body_rows:
+            raise ModelError(f"wheels.{side} = {wheels.get(side)!r} is not a body index")
+    _finite(tables.get("gravity", [0, 0, -9.81]), "gravity")
+    return tables
+
+
+def _check_p2p(e, w, m1, m2):
+    kind = e.get("kind")
+    if kind not in P2P_KINDS:
+        raise ModelError(f"{w}.kind = {kind!r} is not one of {P2P_KINDS}")
+    length = np.linalg.norm(np.subtract(m2["position"], m1["position"]))
+    if length < 1e-6:
+        raise ModelError(f"{w}: markers coincide at the design position (length {length} m); "
+                         "a P2P element needs a line of action")
+    for fld in ("stiffness", "damping", "preload", "clearance", "length"):
+        if fld in e and e[fld] is not None:
+            _finite(e[fld], f"{w}.{fld}")
+    if e.get("clearance") is not None and e["clearance"] < 0:
+        raise ModelError(f"{w}.clearance = {e['clearance']} must be >= 0")
+    if kind in ("bump_stop", "rebound_stop"):
+        if "curve" not in e:
+            raise ModelError(f"{w}: a {kind} needs a 'curve' (penetration -> force)")
+        x, y = _check_curve(e["curve"], f"{w}.curve")
+        if x[0] != 0 or y[0] != 0:
+            raise ModelError(f"{w}.curve must start at (0, 0) so that the force is "
+                             f"continuous at engagement (got ({x[0]}, {y[0]}))")
+    if "curve" in e and kind in ("spring", "damper"):
+        _check_curve(e["curve"], f"{w}.curve")
+
+
+# --------------------------------------------------------------------------- building
+
+def _p2p_law(e, length_design):
+    """Translate a P2P row into (L_ref, k, preload, c, elastic curve, damping curve).
+
+    Laws (tension T > 0 pulls the bodies together; compression travel
+    ``s = L_ref - L``; extension rate ``dL/dt``):
+      spring:       push = preload + stiffness * s, or push = curve(s)
+                    (curve: compression travel [m] -> force [N], preload included)
+      damper:       T = damping * dL/dt, or T = curve(dL/dt)
+                    (curve: rebound/extension velocity [m/s] -> force [N])
+      bump_stop:    push = curve(s - clearance) for s > clearance, else 0
+      rebound_stop: T = curve(-s - clearance) for -s > clearance, else 0
+    ``length`` (default: design distance of the markers) is L_ref.
+    """
+    kind = e["kind"]
+    L = float(e.get("length") or length_design)
+    k = float(e.get("stiffness") or 0.0)
+    f0 = float(e.get("preload") or 0.0)
+    c = float(e.get("damping") or 0.0)
+    kcurve = ccurve = None
+    if kind == "spring" and "curve" in e:
+        kcurve = (np.asarray(e["curve"]["x"], float), np.asarray(e["curve"]["y"], float),
+                  ("linear", "linear"))
+        k = f0 = 0.0
+    elif kind == "damper" and "curve" in e:
+        ccurve = (np.asarray(e["curve"]["x"], float), np.asarray(e["curve"]["y"], float),
+                  ("linear", "linear"))
+        c = 0.0
+    elif kind == "bump_stop":
+        cl = float(e.get("clearance") or 0.0)
+        kcurve = (np.asarray(e["curve"]["x"], float) + cl, np.asarray(e["curve"]["y"], float),
+                  ("constant", "linear"))
+        k = f0 = 0.0
+    elif kind == "rebound_stop":
+        cl = float(e.get("clearance") or 0.0)
+        x = np.asarray(e["curve"]["x"], float)
+        y = np.asarray(e["curve"]["y"], float)
+        kcurve = (-(x + cl)[::-1], -y[::-1], ("linear", "constant"))
+        k = f0 = 0.0
+    return L, k, f0, c, kcurve, ccurve
+
+
+def _tables_to_arrays(specs, n_knots):
+    zero = (np.array([0.0, 1.0]), np.array([0.0, 0.0]), ("linear", "linear"))
+    tabs = [curves.hermite_table(*(s or zero)[:2], n_knots=n_knots, extrapolate=(s or zero)[2])
+            for s in specs]
+    return curves.stack_tables(tabs)
+
+
+def build_model(tables) -> Model:
+    """Validate plain tables and build the :class:`Model` pytree (float64)."""
+    validate_tables(tables)
+    bodies = tables["bodies"]
+    slot = {b["index"]: i for i, b in enumerate(bodies)}
+    m = len(bodies)
+    slot[GROUND] = m
+    markers = {mk["index"]: mk for mk in tables["markers"]}
+
+    pos = np.array([b["position"] for b in bodies], float)
+    eul = np.array([b.get("euler", [0, 0, 0]) for b in bodies], float)
+    from kernels.rotations import euler_to_matrix
+    R_body = np.asarray(euler_to_matrix(jnp.asarray(eul)))
+    pos_g = np.vstack([pos, np.zeros(3)])
+    R_g = np.concatenate([R_body, np.eye(3)[None]], 0)
+
+    def local(mk_index):
+        mk = markers[mk_index]
+        s = slot[mk["body"]]
+        Rm = np.asarray(mk.get("orientation", np.eye(3)), float)
+        p = R_g[s].T @ (np.asarray(mk["position"], float) - pos_g[s])
+        return s, p, R_g[s].T @ Rm
+
+    # bushings
+    bu = tables.get("bushings", [])
+    nb = len(bu)
+    bu_bodies = np.zeros((nb, 2), int)
+    p1 = np.zeros((nb, 3)); p2 = np.zeros((nb, 3))
+    R1 = np.tile(np.eye(3), (nb, 1, 1)); R2 = R1.copy()
+    k = np.zeros((nb, 6)); c = np.zeros((nb, 6))
+    pre = np.zeros((nb, 6)); off = np.zeros((nb, 6))
+    kspec = [[None] * 6 for _ in range(nb)]
+    cspec = [[None] * 6 for _ in range(nb)]
+    for i, e in enumerate(bu):
+        s1, p1[i], R1[i] = local(e["marker_1"])
+        s2, p2[i], R2[i] = local(e["marker_2"])
+        bu_bodies[i] = (s1, s2)
+        k[i] = e["stiffness"]; c[i] = e["damping"]
+        pre[i] = e.get("preload") or np.zeros(6)
+        off[i] = e.get("offset") or np.zeros(6)
+        for d, cv in (e.get("stiffness_curves") or {}).items():
+            j = DIRECTIONS.index(d)
+            kspec[i][j] = (np.asarray(cv["x"], float), np.asarray(cv["y"], float),
+                           ("linear", "linear"))
+            k[i, j] = 0.0
+        for d, cv in (e.get("damping_curves") or {}).items():
+            j = DIRECTIONS.index(d)
+            cspec[i][j] = (np.asarray(cv["x"], float), np.asarray(cv["y"], float),
+                           ("linear", "linear"))
+            c[i, j] = 0.0
+
+    # P2P
+    pp = tables.get("p2p", [])
+    npp = len(pp)
+    pp_bodies = np.zeros((npp, 2), int)
+    q1 = np.zeros((npp, 3)); q2 = np.zeros((npp, 3))
+    L = np.zeros(npp); pk = np.zeros(npp); pf = np.zeros(npp); pc = np.zeros(npp)
+    pkspec, pcspec = [], []
+    for i, e in enumerate(pp):
+        s1, q1[i], _ = local(e["marker_1"])
+        s2, q2[i], _ = local(e["marker_2"])
+        pp_bodies[i] = (s1, s2)
+        Ld = np.linalg.norm(np.subtract(markers[e["marker_2"]]["position"],
+                                        markers[e["marker_1"]]["position"]))
+        L[i], pk[i], pf[i], pc[i], kc, cc = _p2p_law(e, Ld)
+        pkspec.append(kc); pcspec.append(cc)
+
+    all_specs = [s for row in kspec + cspec for s in row] + pkspec + pcspec
+    n_knots = max([2] + [len(s[0]) for s in all_specs if s is not None])
+
+    def bushing_curves(spec):
+        flat = _tables_to_arrays([s for row in spec for s in row], n_knots)
+        return {kk: v.reshape((nb, 6) + v.shape[1:]) for kk, v in flat.items()}
+
+    inertia = np.array([b["inertia"] for b in bodies], float)
+    wheels = tables["wheels"]
+    topo = Topology(
+        name=str(tables.get("name", "model")),
+        body_names=tuple(b["name"] for b in bodies),
+        body_index=tuple(b["index"] for b in bodies),
+        bushing_names=tuple(e["name"] for e in bu),
+        bushing_bodies=bu_bodies,
+        p2p_names=tuple(e["name"] for e in pp),
+        p2p_kinds=tuple(e["kind"] for e in pp),
+        p2p_bodies=pp_bodies,
+        wheel_slots=np.array([slot[wheels["left"]], slot[wheels["right"]]]),
+        tables=tables,
+    )
+    f = lambda a: jnp.asarray(a, jnp.float64)  # noqa: E731
+    tree = lambda d: {kk: f(v) for kk, v in d.items()}  # noqa: E731
+    return Model(
+        mass=f([b["mass"] for b in bodies]), inertia=f(inertia),
+        gravity=f(tables.get("gravity", [0, 0, -9.81])),
+        r_design=f(np.hstack([pos, eul])),
+        bu_pos1=f(p1), bu_rot1=f(R1), bu_pos2=f(p2), bu_rot2=f(R2),
+        bu_k=f(k), bu_c=f(c), bu_preload=f(pre), bu_offset=f(off),
+        bu_k_curve=tree(bushing_curves(kspec)), bu_c_curve=tree(bushing_curves(cspec)),
+        pp_pos1=f(q1), pp_pos2=f(q2), pp_length=f(L), pp_k=f(pk), pp_preload=f(pf),
+        pp_c=f(pc), pp_k_curve=tree(_tables_to_arrays(pkspec, n_knots)),
+        pp_c_curve=tree(_tables_to_arrays(pcspec, n_knots)),
+        topology=topo,
+    )
+
+
+def export_tables(model: Model) -> dict:
+    """Plain arrays with names for rebuilding the model in another code.
+
+    Marker positions are vehicle-frame design positions; bushing and P2P
+    characteristics are as given in the input tables.
+    """
+    return model.topology.tables

@@ -1,0 +1,92 @@
+"""Rotations: z-y'-x'' Euler angles, the kinematic matrix K(r), rotation vectors.
+
+Conventions (method.md section 1): body coordinates
+``r_l = (x, y, z, a_z, a_y', a_x'')``; the rotation matrix from body to
+vehicle frame is ``R = Rz(a_z) Ry(a_y') Rx(a_x'')``. Generalised speeds
+``v_l = (vx, vy, vz, wx, wy, wz)``: translational velocity in the vehicle
+frame, angular velocity in the body frame. Angles in rad, rates in rad/s.
+"""
+import jax.numpy as jnp
+
+
+def skew(w):
+    """Cross-product matrix: ``skew(w) @ x == cross(w, x)``."""
+    z = jnp.zeros_like(w[..., 0])
+    return jnp.stack([
+        jnp.stack([z, -w[..., 2], w[..., 1]], -1),
+        jnp.stack([w[..., 2], z, -w[..., 0]], -1),
+        jnp.stack([-w[..., 1], w[..., 0], z], -1),
+    ], -2)
+
+
+def euler_to_matrix(angles):
+    """Rotation matrix body -> vehicle of z-y'-x'' angles ``(a_z, a_y', a_x'')`` [rad]."""
+    az, ay, ax = angles[..., 0], angles[..., 1], angles[..., 2]
+    cz, sz = jnp.cos(az), jnp.sin(az)
+    cy, sy = jnp.cos(ay), jnp.sin(ay)
+    cx, sx = jnp.cos(ax), jnp.sin(ax)
+    return jnp.stack([
+        jnp.stack([cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx], -1),
+        jnp.stack([sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx], -1),
+        jnp.stack([-sy, cy * sx, cy * cx], -1),
+    ], -2)
+
+
+def matrix_to_euler(R):
+    """Inverse of :func:`euler_to_matrix` for |a_y'| < pi/2 (numpy or jax arrays)."""
+    az = jnp.arctan2(R[..., 1, 0], R[..., 0, 0])
+    ay = jnp.arcsin(jnp.clip(-R[..., 2, 0], -1.0, 1.0))
+    ax = jnp.arctan2(R[..., 2, 1], R[..., 2, 2])
+    return jnp.stack([az, ay, ax], -1)
+
+
+def euler_rate_matrix(angles):
+    """Rotational block of K(r) (eq. 1a): Euler rates = H(angles) @ omega_body.
+
+    ``d/dt (a_z, a_y', a_x'') = H @ (wx, wy, wz)`` with omega in the body
+    frame. Singular at a_y' = +-pi/2 (never reached by suspension parts).
+    """
+    ay, ax = angles[..., 1], angles[..., 2]
+    cy, sy = jnp.cos(ay), jnp.sin(ay)
+    cx, sx = jnp.cos(ax), jnp.sin(ax)
+    z = jnp.zeros_like(ax)
+    o = jnp.ones_like(ax)
+    return jnp.stack([
+        jnp.stack([z, sx / cy, cx / cy], -1),
+        jnp.stack([z, cx, -sx], -1),
+        jnp.stack([o, sx * sy / cy, cx * sy / cy], -1),
+    ], -2)
+
+
+def kinematic_matrix_blocks(r):
+    """K(r) of eq. (1a) as per-body 6x6 blocks, shape (m, 6, 6) for r of shape (m, 6)."""
+    m = r.shape[0]
+    K = jnp.zeros((m, 6, 6), r.dtype)
+    K = K.at[:, :3, :3].set(jnp.eye(3, dtype=r.dtype))
+    return K.at[:, 3:, 3:].set(euler_rate_matrix(r[:, 3:]))
+
+
+def coordinate_rates(r, v):
+    """dr/dt = K(r) v (eq. 1a), for r, v of shape (m, 6)."""
+    rot = jnp.einsum("mij,mj->mi", euler_rate_matrix(r[:, 3:]), v[:, 3:])
+    return jnp.concatenate([v[:, :3], rot], axis=1)
+
+
+def rotation_vector(R, eps=1e-6):
+    """Rotation vector (axis * angle, rad) of a rotation matrix; smooth at identity.
+
+    Uses ``angle = atan2(|s|, c)`` with ``s = vee(R - R^T)/2``,
+    ``c = (tr R - 1)/2`` and a Taylor branch near zero so that value and
+    derivatives are finite at the identity (needed for autodiff Jacobians
+    at the design position). Valid for angles below pi.
+    """
+    s = 0.5 * jnp.stack([R[..., 2, 1] - R[..., 1, 2],
+                         R[..., 0, 2] - R[..., 2, 0],
+                         R[..., 1, 0] - R[..., 0, 1]], -1)
+    c = 0.5 * (R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2] - 1.0)
+    ns2 = jnp.sum(s * s, -1)
+    small = ns2 < eps * eps
+    ns = jnp.sqrt(jnp.where(small, 1.0, ns2))
+    # angle/sin(angle) with sin(angle) = |s|; Taylor: 1 + angle^2/6 ~ 1 + |s|^2/6
+    factor = jnp.where(small, 1.0 + ns2 / 6.0, jnp.arctan2(ns, c) / ns)
+    return s * factor[..., None]

@@ -1,0 +1,28 @@
+"""Bind a model and an excitation into the integrator's system interface."""
+import jax.numpy as jnp
+
+from kernels import loads
+from kernels.dynamics import linearise, q_fn
+from kernels.lsrt2 import System
+from kernels.rotations import coordinate_rates
+
+
+def model_system(model, exc) -> System:
+    """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.lsrt2`."""
+    m = model.topology.n_bodies
+
+    def lin(r, v, u):
+        L = linearise(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6))
+        return L
+
+    return System(
+        linearise=lin,
+        q=lambda r, v, u: q_fn(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)).reshape(-1),
+        rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6)).reshape(-1),
+        u=lambda t: loads.u_at(exc, t).reshape(-1),
+        du=lambda t: loads.du_dt(exc, t).reshape(-1),
+    )
+
+
+def flat(x):
+    return jnp.reshape(x, (-1,))

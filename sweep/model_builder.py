@@ -1,0 +1,262 @@
+"""Build the plain model tables of :mod:`kernels.model` from a model config.
+
+The model config (``configs/model/*.yaml``) describes an axle the way a
+chassis engineer does: named hardpoints of the left side, bodies with mass
+and inertia, bushings at a hardpoint with an axis, P2P elements between two
+hardpoints. Everything under ``per_side`` exists once per side: names get the
+suffix ``_left`` / ``_right`` and the right side is the mirror image
+(y -> -y). Elements under ``shared`` couple the sides and name bodies with
+their suffix.
+
+Point specs: a hardpoint name, ``[x, y, z]``, or
+``{along: [A, B], fraction: t}`` / ``{along: [A, B], distance: d}`` (a point
+on the line from A towards B). Axis specs: ``[x, y, z]`` or
+``{along: [A, B]}``.
+
+Inertia specs: a 3x3 matrix, a diagonal ``[Ixx, Iyy, Izz]`` (body frame), or
+``rods: [[A, B], ...]`` with ``radius`` (slender solid rods, mass split in
+proportion to length; centre of mass and inertia computed from them).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernels.model import DIRECTIONS, GROUND, ModelError
+from kernels.rotations import euler_to_matrix
+
+SIDES = ("left", "right")
+MIRROR = np.diag([1.0, -1.0, 1.0])
+
+
+def _plain(cfg):
+    """OmegaConf / nested mappings -> plain dicts and lists."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+        if isinstance(cfg, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(cfg, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    return cfg
+
+
+class _Side:
+    def __init__(self, hardpoints, side):
+        self.hp = hardpoints
+        self.side = side
+        self.S = MIRROR if side == "right" else np.eye(3)
+
+    def point(self, spec, what):
+        if isinstance(spec, str):
+            if spec not in self.hp:
+                raise ModelError(f"{what} = {spec!r} is not a hardpoint "
+                                 f"(known: {', '.join(sorted(self.hp))})")
+            return self.S @ np.asarray(self.hp[spec], float)
+        if isinstance(spec, dict) and "along" in spec:
+            a = self.point(spec["along"][0], what)
+            b = self.point(spec["along"][1], what)
+            if "fraction" in spec:
+                return a + float(spec["fraction"]) * (b - a)
+            if "distance" in spec:
+                return a + float(spec["distance"]) * (b - a) / np.linalg.norm(b - a)
+            raise ModelError(f"{what}: 'along' needs 'fraction' or 'distance'")
+        arr = np.asarray(spec, float)
+        if arr.shape != (3,):
+            raise ModelError(f"{what} = {spec!r} is not a point")
+        return self.S @ arr
+
+    def axis(self, spec, what):
+        if isinstance(spec, dict) and "along" in spec:
+            d = self.point(spec["along"][1], what) - self.point(spec["along"][0], what)
+        else:
+            d = self.S @ np.asarray(spec, float)
+        n = np.linalg.norm(d)
+        if not np.isfinite(n) or n == 0:
+            raise ModelError(f"{what} = {spec!r} is not a direction")
+        return d / n
+
+
+def frame_from_axis(z, x_hint=(1.0, 0.0, 0.0)):
+    """Right-handed frame (columns x, y, z) with z along ``z``; x from ``x_hint``."""
+    z = np.asarray(z, float) / np.linalg.norm(z)
+    x = np.asarray(x_hint, float)
+    if abs(x @ z) > 0.9:
+        x = np.array([0.0, 0.0, 1.0]) if abs(z[2]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = x - (x @ z) * z
+    x /= np.linalg.norm(x)
+    return np.column_stack([x, np.cross(z, x), z])
+
+
+def rods_inertia(mass, segments, radius):
+    """Centre of mass and inertia (3x3, vehicle-aligned axes) of slender solid rods."""
+    seg = [(np.asarray(a, float), np.asarray(b, float)) for a, b in segments]
+    lengths = np.array([np.linalg.norm(b - a) for a, b in seg])
+    masses = mass * lengths / lengths.sum()
+    mids = np.array([(a + b) / 2 for a, b in seg])
+    com = (masses[:, None] * mids).sum(0) / mass
+    I = np.zeros((3, 3))
+    for (a, b), mi, li, c in zip(seg, masses, lengths, mids):
+        e = (b - a) / li
+        I += mi * (li ** 2 / 12 + radius ** 2 / 4) * (np.eye(3) - np.outer(e, e))
+        I += mi * radius ** 2 / 2 * np.outer(e, e)
+        d = c - com
+        I += mi * ((d @ d) * np.eye(3) - np.outer(d, d))
+    return com, I
+
+
+def _characteristics(spec, types, what):
+    """Resolve a bushing's type and overrides into stiffness/damping/... rows."""
+    out = {}
+    if "type" in spec:
+        if spec["type"] not in types:
+            raise ModelError(f"{what}.type = {spec['type']!r} is not a bushing type "
+                             f"(known: {', '.join(sorted(types))})")
+        out.update(types[spec["type"]])
+    out.update({k: v for k, v in spec.items() if k not in ("type",)})
+    if "stiffness" not in out:
+        raise ModelError(f"{what}: no stiffness (give 'stiffness' or a 'type')")
+    k = np.asarray(out["stiffness"], float)
+    if "damping" not in out:
+        eta = float(out.get("loss_factor", 0.0))
+        f = float(out.get("loss_frequency", 10.0))
+        out["damping"] = (eta * k / (2 * math.pi * f)).tolist()
+    return out
+
+
+def build_tables(cfg) -> dict:
+    """Model config -> validated-ready plain tables (see :mod:`kernels.model`)."""
+    cfg = _plain(cfg)
+    known = {"name", "description", "gravity", "hardpoints", "bushing_types", "per_side",
+             "shared", "wheels", "reference_bushing", "notes"}
+    for key in cfg:
+        if key not in known:
+            raise ModelError(f"model.{key}: unknown model config key "
+                             f"(known: {', '.join(sorted(known))})")
+    hp = cfg.get("hardpoints") or {}
+    types = cfg.get("bushing_types") or {}
+    bodies, markers, bushings, p2p = [], [], [], []
+    body_id = {"chassis": GROUND}
+
+    def add_body(name, spec, side: _Side):
+        what = f"model.bodies.{name}"
+        if name in body_id:
+            raise ModelError(f"{what}: duplicate body name")
+        mass = spec.get("mass")
+        if "rods" in spec:
+            segs = [(side.point(a, what + ".rods"), side.point(b, what + ".rods"))
+                    for a, b in spec["rods"]]
+            com, inertia = rods_inertia(float(mass) if mass else 1.0, segs,
+                                        float(spec.get("radius", 0.01)))
+        else:
+            inertia = np.asarray(spec.get("inertia", np.nan), float)
+            if inertia.shape == (3,):
+                inertia = np.diag(inertia)
+            if inertia.shape == (3, 3):
+                inertia = side.S @ inertia @ side.S
+            com = None
+        if "com" in spec:
+            com = side.point(spec["com"], what + ".com")
+        if com is None:
+            raise ModelError(f"{what}: missing 'com' (or 'rods')")
+        eul = np.radians(np.asarray(spec.get("euler_deg", [0, 0, 0]), float))
+        if side.side == "right":
+            eul = eul * np.array([-1.0, 1.0, -1.0])
+        if "rods" in spec and np.any(eul != 0):
+            R = np.asarray(euler_to_matrix(eul))
+            inertia = R.T @ inertia @ R
+        idx = len(bodies) + 1
+        body_id[name] = idx
+        bodies.append({"index": idx, "name": name, "mass": mass,
+                       "inertia": np.asarray(inertia).tolist(),
+                       "position": np.asarray(com).tolist(), "euler": eul.tolist()})
+
+    def body_ref(ref, suffix, what):
+        for cand in ((ref + suffix) if suffix else ref, ref):
+            if cand in body_id:
+                return body_id[cand]
+        raise ModelError(f"{what} = {ref!r} is not a body")
+
+    def add_marker(name, body, position, R):
+        idx = len(markers) + 1
+        markers.append({"index": idx, "name": name, "body": body,
+                        "position": np.asarray(position).tolist(),
+                        "orientation": np.asarray(R).tolist()})
+        return idx
+
+    def add_bushing(name, spec, side, suffix):
+        what = f"model.bushings.{name}"
+        b = spec.get("bodies")
+        if not isinstance(b, list) or len(b) != 2:
+            raise ModelError(f"{what}.bodies must name two bodies")
+        b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
+        at = side.point(spec.get("at"), f"{what}.at")
+        R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
+                            side.S @ np.asarray(spec.get("x_hint", [1, 0, 0]), float))
+        ch = _characteristics(spec, types, what)
+        row = {"index": len(bushings) + 1, "name": name,
+               "marker_1": add_marker(name + "/1", b1, at, R),
+               "marker_2": add_marker(name + "/2", b2, at, R),
+               "stiffness": list(map(float, ch["stiffness"])),
+               "damping": list(map(float, ch["damping"])),
+               "preload": list(map(float, ch.get("preload", [0] * 6))),
+               "offset": list(map(float, ch.get("offset", [0] * 6)))}
+        for key in ("stiffness_curves", "damping_curves"):
+            if ch.get(key):
+                for d in ch[key]:
+                    if d not in DIRECTIONS:
+                        raise ModelError(f"{what}.{key}: unknown direction {d!r}")
+                row[key] = ch[key]
+        bushings.append(row)
+
+    def add_p2p(name, spec, side, suffix):
+        what = f"model.p2p.{name}"
+        b = spec.get("bodies")
+        if not isinstance(b, list) or len(b) != 2:
+            raise ModelError(f"{what}.bodies must name two bodies")
+        b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
+        p1 = side.point(spec.get("from"), f"{what}.from")
+        p2 = side.point(spec.get("to"), f"{what}.to")
+        row = {"index": len(p2p) + 1, "name": name,
+               "marker_1": add_marker(name + "/1", b1, p1, np.eye(3)),
+               "marker_2": add_marker(name + "/2", b2, p2, np.eye(3))}
+        for key in ("kind", "stiffness", "preload", "damping", "clearance", "length", "curve"):
+            if key in spec:
+                row[key] = spec[key]
+        p2p.append(row)
+
+    per_side = cfg.get("per_side") or {}
+    shared = cfg.get("shared") or {}
+    sides = {s: _Side(hp, s) for s in SIDES}
+    centre = _Side(hp, "left")
+    for name, spec in (shared.get("bodies") or {}).items():
+        add_body(name, spec, centre)
+    for s in SIDES:
+        for name, spec in (per_side.get("bodies") or {}).items():
+            add_body(f"{name}_{s}", spec, sides[s])
+    for s in SIDES:
+        for name, spec in (per_side.get("bushings") or {}).items():
+            add_bushing(f"{name}_{s}", spec, sides[s], f"_{s}")
+        for name, spec in (per_side.get("p2p") or {}).items():
+            add_p2p(f"{name}_{s}", spec, sides[s], f"_{s}")
+    for name, spec in (shared.get("bushings") or {}).items():
+        add_bushing(name, spec, centre, "")
+    for name, spec in (shared.get("p2p") or {}).items():
+        add_p2p(name, spec, centre, "")
+
+    wheels = cfg.get("wheels") or {"left": "wheel_left", "right": "wheel_right"}
+    tables = {
+        "name": cfg.get("name", "model"),
+        "gravity": cfg.get("gravity", [0.0, 0.0, -9.81]),
+        "bodies": bodies, "markers": markers, "bushings": bushings, "p2p": p2p,
+        "wheels": {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES},
+    }
+    ref = cfg.get("reference_bushing")
+    names = [b["name"] for b in bushings]
+    tables["reference_bushings"] = {}
+    if ref:
+        for s in SIDES:
+            if f"{ref}_{s}" not in names:
+                raise ModelError(f"model.reference_bushing = {ref!r}: no bushing {ref}_{s}")
+            tables["reference_bushings"][s] = f"{ref}_{s}"
+    return tables
