@@ -56,8 +56,10 @@ class ModelError(ValueError):
 class Topology:
     """Static (non-traced) part of a model: sizes, names, index arrays.
 
-    Hashed by identity so that it can be a static pytree field: functions
-    jitted for one model are reused for every variant of it.
+    Hashed and compared by structure (names and index arrays, not the
+    informational ``tables``) so that it can be a static pytree field:
+    functions jitted for one model are reused for every model of the same
+    structure, whatever its parameter values.
     """
     name: str
     body_names: tuple
@@ -82,7 +84,16 @@ class Topology:
     def n_force_elements(self):
         return len(self.bushing_names) + len(self.p2p_names)
 
-    __hash__ = object.__hash__
+    def _key(self):
+        return (self.name, self.body_names, self.bushing_names, self.p2p_names,
+                self.p2p_kinds, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
+                self.wheel_slots.tobytes())
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return isinstance(other, Topology) and self._key() == other._key()
 
 
 def _field(**kw):

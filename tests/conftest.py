@@ -1,0 +1,58 @@
+"""Shared, session-scoped fixtures: the double-wishbone model and its runs are
+built and compiled once per test session."""
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+import kernels  # noqa: F401  (float64)
+import jax.numpy as jnp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+CHECK_CUBE = os.path.join(SHARED, "tools", "check_cube.py")
+
+
+def load_model_cfg(name="double_wishbone"):
+    with open(os.path.join(ROOT, "configs", "model", f"{name}.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture(scope="session")
+def dw_tables():
+    from sweep.model_builder import build_tables
+    return build_tables(load_model_cfg())
+
+
+@pytest.fixture(scope="session")
+def dw_model(dw_tables):
+    from kernels.model import build_model
+    return build_model(dw_tables)
+
+
+@pytest.fixture(scope="session")
+def step_excitation():
+    """The longitudinal_step load case of method.md section 3."""
+    from kernels import loads
+    u0 = np.zeros((2, 6))
+    u0[:, 2] = 5000.0
+    amp = np.zeros((2, 6))
+    amp[:, 0] = -2500.0
+    return loads.excitation(u0, [(5.0, 0.0, amp)])
+
+
+@pytest.fixture(scope="session")
+def dw_equilibrium(dw_model, step_excitation):
+    from kernels import loads
+    from sweep.job import equilibrium
+    return equilibrium(dw_model, loads.u_at(step_excitation, 4.9))
+
+
+def random_state(model, seed=0, dr=0.003, da=0.02, dv=0.05, dw=0.5):
+    """A perturbed, moving state near the design position."""
+    rng = np.random.default_rng(seed)
+    m = model.topology.n_bodies
+    r = np.asarray(model.r_design) + np.hstack([rng.normal(0, dr, (m, 3)), rng.normal(0, da, (m, 3))])
+    v = np.hstack([rng.normal(0, dv, (m, 3)), rng.normal(0, dw, (m, 3))])
+    return jnp.asarray(r), jnp.asarray(v)

@@ -1,0 +1,136 @@
+"""LSRT2 (method.md eqs. 6-11): one-step map, order 2, stiff stability."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.linalg import expm
+
+import kernels  # noqa: F401
+from kernels import lsrt2
+from kernels.dynamics import Linearisation
+
+G = 1 - math.sqrt(2) / 2
+
+
+def linear_system(Omega, C, B, u_fn):
+    """d r/dt = v, d v/dt = -Omega r - C v + B u(t): one 'body' with K = I."""
+    Omega, C, B = map(jnp.asarray, (Omega, C, B))
+    eye = jnp.eye(6)[None]
+
+    def q(r, v, u):
+        return -Omega @ r - C @ v + B @ u
+
+    def lin(r, v, u):
+        return Linearisation(q(r, v, u), -Omega, -C, B, eye)
+
+    return lsrt2.System(linearise=lin, q=q, rates=lambda r, v: v, u=u_fn,
+                        du=lambda t: jax.jacfwd(u_fn)(jnp.asarray(t, jnp.float64)))
+
+
+def run(system, y0, h, n, N=1):
+    out = jax.jit(lsrt2.simulate, static_argnums=(0, 5, 6, 7))(
+        system, y0[:6], y0[6:], 0.0, h, n + 1, 1, N)
+    return np.hstack([out.outputs["r"], out.outputs["v"]])
+
+
+rng = np.random.default_rng(0)
+A_ = rng.normal(size=(6, 6))
+OMEGA = A_ @ A_.T + 6 * np.eye(6)          # s.p.d. stiffness (per unit mass)
+CDAMP = 0.3 * np.eye(6) + 0.05 * OMEGA
+BU = rng.normal(size=(6, 2))
+Y0 = rng.normal(size=12)
+
+
+def test_one_step_is_the_stability_function():
+    """For a linear autonomous system one step is R(hJ) with
+    R(z) = (1 + (sqrt2 - 1) z) / (1 - g z)^2 (method.md section 2)."""
+    sysm = linear_system(OMEGA, CDAMP, BU, lambda t: jnp.zeros(2))
+    J = np.block([[np.zeros((6, 6)), np.eye(6)], [-OMEGA, -CDAMP]])
+    for h in (1e-3, 0.05, 0.5):
+        Z = h * J
+        Minv = np.linalg.inv(np.eye(12) - G * Z)
+        R = Minv @ Minv @ (np.eye(12) + (math.sqrt(2) - 1) * Z)
+        np.testing.assert_allclose(run(sysm, Y0, h, 1)[1], R @ Y0, rtol=1e-11, atol=1e-13)
+
+
+def _exact_ramp(t_end, a, b):
+    """Exact solution with input u = a + b t via the augmented matrix exponential."""
+    n = 12 + 2 + 1
+    M = np.zeros((n, n))
+    M[:6, 6:12] = np.eye(6)
+    M[6:12, :6] = -OMEGA
+    M[6:12, 6:12] = -CDAMP
+    M[6:12, 12:14] = BU
+    M[12:14, 14] = b
+    z0 = np.concatenate([Y0, a, [1.0]])
+    return (expm(M * t_end) @ z0)[:12]
+
+
+@pytest.mark.parametrize("N", [1, 3])
+def test_order_two_on_linear_problem_with_ramp_input(N):
+    a, b = np.array([1.0, -2.0]), np.array([3.0, 0.5])
+    sysm = linear_system(OMEGA, CDAMP, BU, lambda t: jnp.asarray(a) + jnp.asarray(b) * t)
+    T = 1.2
+    errs = []
+    for h in (0.04, 0.02, 0.01, 0.005):
+        n = int(round(T / h))
+        errs.append(np.linalg.norm(run(sysm, Y0, h, n, N)[-1] - _exact_ramp(T, a, b)))
+    orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(np.abs(orders[1:] - 2.0) < 0.15), (errs, orders)
+
+
+def test_stiff_linear_problem_is_stable_and_damps_stiff_modes():
+    Omega = np.diag([1.0, 10.0, 1e4, 1e6, 1e9, 1e12])
+    C = np.diag([0.2, 0.5, 100.0, 1e3, 1e5, 1e6])
+    J = np.block([[np.zeros((6, 6)), np.eye(6)], [-Omega, -C]])
+    lam = np.abs(np.linalg.eigvals(J))
+    assert lam.max() / lam.min() >= 1e6
+    sysm = linear_system(Omega, C, np.zeros((6, 2)), lambda t: jnp.zeros(2))
+    y0 = np.ones(12)
+    ys = run(sysm, y0, 1e-3, 2000)
+    exact = expm(J * 2.0) @ y0
+    # bounded (an explicit method overflows here within a few steps); the
+    # first-step transient of the stiff velocities is of the size of the
+    # exact one (|v| up to ~1e6 for the 1e12 mode), then decays
+    assert np.all(np.isfinite(ys)) and np.abs(ys).max() < 1e4
+    # slow modes accurate, stiff modes damped out (L-stability: R(-inf) = 0)
+    np.testing.assert_allclose(ys[-1, [0, 1, 6, 7]], exact[[0, 1, 6, 7]], rtol=2e-3, atol=1e-5)
+    stiff = [4, 5, 10, 11]          # |lambda| h >= 10
+    assert np.abs(ys[20:, stiff]).max() < 1e-6
+    np.testing.assert_allclose(ys[-1, [2, 3, 8, 9]], exact[[2, 3, 8, 9]], atol=1e-6)
+
+
+def test_order_two_on_nonlinear_rigid_body():
+    """A rigid body on a nonlinear bushing, large rotations (K(r) far from
+    identity) and gyroscopic coupling, against Radau at rtol 1e-12."""
+    from kernels import loads
+    from kernels.model import build_model
+    from kernels.system import model_system
+    from sweep.reference import radau
+    I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
+    cv = {"x": [-1.0, 0.0, 1.0], "y": [-120.0, 0.0, 60.0]}
+    tables = {"name": "pendulum", "gravity": [0, 0, -9.81],
+              "bodies": [{"index": 1, "name": "b", "mass": 2.0, "inertia": I, "position": [0.1, 0.0, -0.2]}],
+              "markers": [{"index": 1, "name": "g", "body": 0, "position": [0, 0, 0]},
+                          {"index": 2, "name": "b", "body": 1, "position": [0, 0, 0]}],
+              "bushings": [{"index": 1, "name": "pivot", "marker_1": 2, "marker_2": 1,
+                            "stiffness": [2e4, 2e4, 2e4, 0, 0, 0], "damping": [20, 20, 20, 0.05, 0.05, 0.05],
+                            "stiffness_curves": {"rx": cv, "ry": cv, "rz": cv}}],
+              "p2p": [], "wheels": {"left": 1, "right": 1}}
+    model = build_model(tables)
+    exc = loads.excitation(np.zeros((2, 6)))
+    r0 = model.r_design.at[0, 3:].set(jnp.array([0.4, -0.3, 0.5]))
+    v0 = jnp.array([[0.0, 0.1, 0.0, 3.0, -2.0, 4.0]])
+    T = 0.4
+    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=1e-12, atol=1e-13)
+    ref = np.concatenate([rr[-1].ravel(), vv[-1].ravel()])
+    sysm = model_system(model, exc)
+    errs = []
+    for h in (4e-3, 2e-3, 1e-3, 5e-4):
+        n = int(round(T / h))
+        out = run(sysm, np.concatenate([np.ravel(r0), np.ravel(v0)]), h, n)
+        errs.append(np.linalg.norm(out[-1] - ref))
+    orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(np.abs(orders[1:] - 2.0) < 0.2), (errs, orders)
