@@ -123,7 +123,9 @@ def run(cfg) -> RunResult:
         from sweep.reference import radau
         tic = time.perf_counter()
         t, r, v = radau(model, exc, r_eq, jnp.zeros_like(r_eq), times,
-                        rtol=float(integ.get("rtol", 1e-8)), atol=float(integ.get("atol", 1e-10)))
+                        rtol=float(integ.get("rtol", 1e-8)),
+                        atol_coordinates=float(integ.get("atol_coordinates", 1e-10)),
+                        atol_speeds=float(integ.get("atol_speeds", 1e-8)))
         timings["run_s"] = time.perf_counter() - tic
         timings["compile_s"] = 0.0
         ch = jax.jit(jax.vmap(lambda rr, vv: channels(model, rr, vv, r_eq)))

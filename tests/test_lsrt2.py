@@ -124,7 +124,8 @@ def test_order_two_on_nonlinear_rigid_body():
     r0 = model.r_design.at[0, 3:].set(jnp.array([0.4, -0.3, 0.5]))
     v0 = jnp.array([[0.0, 0.1, 0.0, 3.0, -2.0, 4.0]])
     T = 0.4
-    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=1e-12, atol=1e-13)
+    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=1e-12, atol_coordinates=1e-13,
+                     atol_speeds=1e-12)
     ref = np.concatenate([rr[-1].ravel(), vv[-1].ravel()])
     sysm = model_system(model, exc)
     errs = []

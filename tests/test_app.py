@@ -1,0 +1,100 @@
+"""The Hydra app end to end: cube schema, summary, rerun and bad-config behaviour."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+from hydra import compose, initialize_config_dir
+
+from tests.conftest import CHECK_CUBE, ROOT
+
+SHORT = ["loadcase.t_start=4.95", "loadcase.t_end=5.05"]
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+def cfg_of(*overrides):
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cube") / "lsrt2.zarr"
+    proc = cli(*SHORT, f"output.path={out}")
+    return proc, out
+
+
+def test_cli_writes_a_valid_cube_and_summary(cli_run):
+    proc, out = cli_run
+    assert proc.returncode == 0, proc.stderr
+    for text in ("24 bodies, 55 force elements, 144 DOF", "real-time factor", "compile", str(out)):
+        assert text in proc.stdout
+    check = subprocess.run([sys.executable, CHECK_CUBE, str(out)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    ds = xr.open_zarr(out)
+    assert ds.sizes["time"] == 101 and list(ds.variant.values) == [0]
+    np.testing.assert_allclose(ds.time.values[[0, -1]], [4.95, 5.05])
+    assert ds.attrs["reference_bushing_left"] == "longitudinal_link_body_left"
+    assert "relinearise_every: 1" in ds.attrs["config"] and ds.attrs["git_revision"]
+    assert int(ds.status[0]) == 0
+    # at rest in equilibrium before the step, moving after it
+    wcd = ds.wheel_centre_displacement.isel(variant=0).sel(axis="x")
+    assert float(abs(wcd.sel(time=slice(4.95, 4.999))).max()) < 1e-12
+    assert float(wcd.isel(time=-1).sel(side="left")) < -1e-4
+
+
+def test_cube_equals_direct_kernel_run(cli_run, dw_model, step_excitation, dw_equilibrium):
+    from sweep.job import lsrt2_run
+    _, out = cli_run
+    ds = xr.open_zarr(out)
+    direct = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.95, 0.001,
+                       n_samples=101, every=1, relinearise_every=1)
+    np.testing.assert_allclose(ds.bushing_force.values[0], direct["bushing_force"], rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(ds.toe.values[0], direct["toe"], rtol=1e-9, atol=1e-12)
+
+
+def test_rerun_same_config_keeps_cube_and_other_config_is_refused(cli_run):
+    from sweep.app import main
+    _, out = cli_run
+    before = xr.open_zarr(out).bushing_force.values.copy()
+    assert main(cfg_of(*SHORT, f"output.path={out}")) == 0
+    np.testing.assert_array_equal(xr.open_zarr(out).bushing_force.values, before)
+    proc = cli(*SHORT, "integrator.relinearise_every=2", f"output.path={out}")
+    assert proc.returncode == 2
+    assert "output.path" in proc.stderr and "another config" in proc.stderr
+    np.testing.assert_array_equal(xr.open_zarr(out).bushing_force.values, before)
+
+
+def test_reference_beside_gives_nmse_summary(cli_run, capsys):
+    from sweep.app import main
+    _, out = cli_run
+    ref = os.path.join(os.path.dirname(out), "radau.zarr")
+    assert main(cfg_of(*SHORT, "integrator=radau", f"output.path={ref}")) == 0
+    text = capsys.readouterr().out
+    assert "NMSE of lsrt2 against radau" in text and "published: 0.00243" in text
+
+
+def test_unknown_config_key_fails_before_compute():
+    proc = cli("integrator.relinearize_every=2")
+    assert proc.returncode != 0
+    assert "relinearize_every" in proc.stderr
+
+
+@pytest.mark.parametrize("override, message", [
+    ("output.path=outputs/x.nc", "must end in .zarr"),
+    ("integrator.dt=0.0007", "integrator.dt = 0.0007 does not divide"),
+    ("loadcase.wheel_loads.left.fq=1", "loadcase.wheel_loads.left.fq: unknown load channel"),
+])
+def test_bad_values_give_one_line_errors(override, message, capsys, tmp_path):
+    from sweep.app import main
+    path = [] if override.startswith("output.path") else [f"output.path={tmp_path}/c.zarr"]
+    cfg = cfg_of(*SHORT, override, *path) if "fq" not in override else cfg_of(*SHORT, "+" + override, *path)
+    assert main(cfg) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
