@@ -62,7 +62,7 @@ def bushing_local_force(prm, defl, rate):
         prm["kc"]["breaks"], prm["kc"]["origin"], prm["kc"]["coef"], e)
     damping = prm["c"] * rate + jax.vmap(curves.evaluate)(
         prm["cc"]["breaks"], prm["cc"]["origin"], prm["cc"]["coef"], rate)
-    return elastic + damping + prm["preload"]
+    return prm["k_scale"] * elastic + prm["c_scale"] * damping + prm["preload"]
 
 
 def bushing_element(prm, x1, x2):
@@ -84,7 +84,8 @@ def bushing_params(model):
     return {"pos1": model.bu_pos1, "rot1": model.bu_rot1, "pos2": model.bu_pos2,
             "rot2": model.bu_rot2, "k": model.bu_k, "c": model.bu_c,
             "preload": model.bu_preload, "offset": model.bu_offset,
-            "kc": model.bu_k_curve, "cc": model.bu_c_curve}
+            "kc": model.bu_k_curve, "cc": model.bu_c_curve,
+            "k_scale": model.bu_k_scale, "c_scale": model.bu_c_scale}
 
 
 # ----------------------------------------------------------------------------- P2P
@@ -98,10 +99,15 @@ def p2p_tension(prm, x1, x2):
     e = delta / L
     Ldot = e @ (vm2 - vm1)
     s = prm["length"] - L
-    push = (prm["preload"] + prm["k"] * s
-            + curves.evaluate(prm["kc"]["breaks"], prm["kc"]["origin"], prm["kc"]["coef"], s))
+
+    def elastic(s):
+        return (prm["preload"] + prm["k"] * s
+                + curves.evaluate(prm["kc"]["breaks"], prm["kc"]["origin"], prm["kc"]["coef"], s))
+    push0 = elastic(jnp.zeros_like(s))
+    push = push0 + prm["k_scale"] * (elastic(s) - push0)   # rate scaling keeps the force at s = 0
     damp = prm["c"] * Ldot + curves.evaluate(
         prm["cc"]["breaks"], prm["cc"]["origin"], prm["cc"]["coef"], Ldot)
+    damp = damp * jnp.where(Ldot > 0, prm["c_scale"][1], prm["c_scale"][0])
     return damp - push, L, Ldot, (pm1, pm2, e, p1, R1, p2, R2)
 
 
@@ -115,7 +121,8 @@ def p2p_element(prm, x1, x2):
 def p2p_params(model):
     return {"pos1": model.pp_pos1, "pos2": model.pp_pos2, "length": model.pp_length,
             "k": model.pp_k, "preload": model.pp_preload, "c": model.pp_c,
-            "kc": model.pp_k_curve, "cc": model.pp_c_curve}
+            "kc": model.pp_k_curve, "cc": model.pp_c_curve,
+            "k_scale": model.pp_k_scale, "c_scale": model.pp_c_scale}
 
 
 GROUPS = (

@@ -121,6 +121,8 @@ class Model:
     bu_offset: jax.Array       # (nb, 6)
     bu_k_curve: dict           # table arrays with leading (nb, 6)
     bu_c_curve: dict
+    bu_k_scale: jax.Array      # (nb, 6) factor on the elastic force (linear and curve)
+    bu_c_scale: jax.Array      # (nb, 6) factor on the damping force
     # P2P elements
     pp_pos1: jax.Array         # (npp, 3) m
     pp_pos2: jax.Array
@@ -130,6 +132,8 @@ class Model:
     pp_c: jax.Array            # (npp,) N s/m
     pp_k_curve: dict           # push force vs compression travel s = L_ref - L
     pp_c_curve: dict           # tension force vs extension rate dL/dt
+    pp_k_scale: jax.Array      # (npp,) factor on the elastic force change from s = 0 (rate)
+    pp_c_scale: jax.Array      # (npp, 2) factor on the damping force in compression, rebound
     topology: Topology = _field(metadata=dict(static=True))
 
 
@@ -442,9 +446,11 @@ def build_model(tables) -> Model:
         bu_pos1=f(p1), bu_rot1=f(R1), bu_pos2=f(p2), bu_rot2=f(R2),
         bu_k=f(k), bu_c=f(c), bu_preload=f(pre), bu_offset=f(off),
         bu_k_curve=tree(bushing_curves(kspec)), bu_c_curve=tree(bushing_curves(cspec)),
+        bu_k_scale=f(np.ones((nb, 6))), bu_c_scale=f(np.ones((nb, 6))),
         pp_pos1=f(q1), pp_pos2=f(q2), pp_length=f(L), pp_k=f(pk), pp_preload=f(pf),
         pp_c=f(pc), pp_k_curve=tree(_tables_to_arrays(pkspec, n_knots)),
         pp_c_curve=tree(_tables_to_arrays(pcspec, n_knots)),
+        pp_k_scale=f(np.ones(npp)), pp_c_scale=f(np.ones((npp, 2))),
         topology=topo,
     )
 

@@ -1,0 +1,202 @@
+"""Variant parameters: named scale factors / overrides on model characteristics.
+
+A parameter (config ``sweep.parameters.<name>``)::
+
+    target: bushing.stiffness | bushing.damping | spring.rate |
+            damper.compression | damper.rebound | bump_stop.force | rebound_stop.force
+    elements: "lower_arm_*"        # fnmatch pattern(s) on element names (bushings or P2P)
+    directions: radial             # bushings only: x y z rx ry rz, or a group:
+                                   # radial (x, y), axial (z), torsional (rz),
+                                   # cardanic (rx, ry), translational, rotational, all
+    mode: scale                    # scale: factor on the nominal characteristic;
+                                   # value: absolute linear coefficient (bushings)
+    nominal: 1.0
+    bounds: [0.5, 2.0]
+    scale: log                     # sampling space: linear | log
+
+Applying a parameter vector to a model is a pure function
+(:meth:`ParameterSet.apply`), so it vmaps over variants and differentiates.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from kernels.model import DIRECTIONS, ModelError
+
+DIRECTION_GROUPS = {
+    "radial": ("x", "y"), "axial": ("z",), "torsional": ("rz",), "cardanic": ("rx", "ry"),
+    "translational": ("x", "y", "z"), "rotational": ("rx", "ry", "rz"), "all": DIRECTIONS,
+}
+TARGETS = {
+    # target: (model field, element kind, column or None)
+    "bushing.stiffness": ("bu_k_scale", "bushing", None),
+    "bushing.damping": ("bu_c_scale", "bushing", None),
+    "spring.rate": ("pp_k_scale", "spring", None),
+    "damper.compression": ("pp_c_scale", "damper", 0),
+    "damper.rebound": ("pp_c_scale", "damper", 1),
+    "bump_stop.force": ("pp_k_scale", "bump_stop", None),
+    "rebound_stop.force": ("pp_k_scale", "rebound_stop", None),
+}
+VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c"}
+KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "scale"}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    target: str
+    field: str
+    index: tuple          # index arrays into the field
+    mode: str
+    nominal: float
+    lower: float
+    upper: float
+    scale: str
+
+    def to_unit(self, x):
+        x = np.asarray(x, float)
+        if self.scale == "log":
+            return (np.log(x) - np.log(self.lower)) / (np.log(self.upper) - np.log(self.lower))
+        return (x - self.lower) / (self.upper - self.lower)
+
+    def from_unit(self, z):
+        z = np.asarray(z, float)
+        if self.scale == "log":
+            return np.exp(np.log(self.lower) + z * (np.log(self.upper) - np.log(self.lower)))
+        return self.lower + z * (self.upper - self.lower)
+
+
+def _patterns(spec):
+    if isinstance(spec, str):
+        return [spec]
+    return list(spec)
+
+
+class ParameterSet:
+    """The ordered parameters of a sweep, resolved against a model."""
+
+    def __init__(self, params):
+        self.params = list(params)
+
+    @property
+    def names(self):
+        return [p.name for p in self.params]
+
+    @property
+    def nominal(self):
+        return np.array([p.nominal for p in self.params], float)
+
+    def __len__(self):
+        return len(self.params)
+
+    def from_unit(self, Z):
+        """(n, n_params) points of the unit cube -> parameter values."""
+        Z = np.asarray(Z, float).reshape(-1, len(self.params))
+        return np.stack([p.from_unit(Z[:, i]) for i, p in enumerate(self.params)], 1) \
+            if self.params else np.zeros((Z.shape[0], 0))
+
+    def check_values(self, X, what):
+        for i, p in enumerate(self.params):
+            bad = (X[:, i] < p.lower - 1e-12 * abs(p.lower)) | (X[:, i] > p.upper + 1e-12 * abs(p.upper))
+            if np.any(bad):
+                j = int(np.nonzero(bad)[0][0])
+                raise ModelError(f"{what}: row {j} {p.name} = {X[j, i]} is outside bounds "
+                                 f"[{p.lower}, {p.upper}]")
+
+    def apply(self, model, theta):
+        """Model with the parameter vector theta (n_params,) applied (pure, vmappable)."""
+        updates = {}
+        for i, p in enumerate(self.params):
+            arr = updates.get(p.field, getattr(model, p.field))
+            if p.mode == "scale":
+                arr = arr.at[p.index].multiply(theta[i])
+            else:
+                arr = arr.at[p.index].set(theta[i])
+            updates[p.field] = arr
+        if not updates:
+            return model
+        import dataclasses
+        return dataclasses.replace(model, **updates)
+
+
+def build_parameters(spec, model) -> ParameterSet:
+    """Resolve ``sweep.parameters`` (mapping name -> spec) against a model."""
+    topo = model.topology
+    out = []
+    for name, p in (spec or {}).items():
+        what = f"sweep.parameters.{name}"
+        if not isinstance(p, dict):
+            raise ModelError(f"{what} must be a mapping")
+        for key in p:
+            if key not in KNOWN_KEYS:
+                raise ModelError(f"{what}.{key}: unknown key (known: {', '.join(sorted(KNOWN_KEYS))})")
+        target = p.get("target")
+        if target not in TARGETS:
+            raise ModelError(f"{what}.target = {target!r} is not one of {', '.join(TARGETS)}")
+        field, kind, column = TARGETS[target]
+        pats = _patterns(p.get("elements", "*"))
+        if kind == "bushing":
+            names = topo.bushing_names
+            rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
+        else:
+            names = topo.p2p_names
+            rows = [i for i, n in enumerate(names)
+                    if topo.p2p_kinds[i] == kind and any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
+        if not rows:
+            raise ModelError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
+                             f"{kind} of model {topo.name!r}")
+        mode = p.get("mode", "scale")
+        if mode not in ("scale", "value"):
+            raise ModelError(f"{what}.mode = {mode!r} must be scale or value")
+        if kind == "bushing":
+            dirs = p.get("directions", "all")
+            dlist = []
+            for d in _patterns(dirs):
+                if d in DIRECTION_GROUPS:
+                    dlist += list(DIRECTION_GROUPS[d])
+                elif d in DIRECTIONS:
+                    dlist.append(d)
+                else:
+                    raise ModelError(f"{what}.directions: unknown direction {d!r} (use "
+                                     f"{', '.join(DIRECTIONS)} or {', '.join(DIRECTION_GROUPS)})")
+            cols = sorted({DIRECTIONS.index(d) for d in dlist})
+            rr, cc = np.meshgrid(rows, cols, indexing="ij")
+            index = (rr.ravel(), cc.ravel())
+            if mode == "value":
+                field = VALUE_FIELDS[target]
+                curve = model.bu_k_curve if target == "bushing.stiffness" else model.bu_c_curve
+                has_curve = np.any(np.asarray(curve["coef"])[index] != 0, axis=(-1, -2))
+                if np.any(has_curve):
+                    j = int(np.nonzero(has_curve)[0][0])
+                    raise ModelError(f"{what}: mode=value sets a linear coefficient, but "
+                                     f"{names[index[0][j]]} direction {DIRECTIONS[index[1][j]]} "
+                                     "has a curve (use mode=scale)")
+        else:
+            if mode == "value":
+                raise ModelError(f"{what}.mode = value is only for bushing targets")
+            index = (np.array(rows),) if column is None else (np.array(rows), np.full(len(rows), column))
+        nominal = float(p.get("nominal", 1.0))
+        bounds = p.get("bounds")
+        if bounds is None or len(bounds) != 2:
+            raise ModelError(f"{what}.bounds must be [lower, upper]")
+        lo, hi = float(bounds[0]), float(bounds[1])
+        if not lo < hi:
+            raise ModelError(f"{what}.bounds = [{lo}, {hi}] are reversed or empty (lower must be < upper)")
+        scale = p.get("scale", "linear")
+        if scale not in ("linear", "log"):
+            raise ModelError(f"{what}.scale = {scale!r} must be linear or log")
+        if scale == "log" and lo <= 0:
+            raise ModelError(f"{what}.bounds = [{lo}, {hi}]: a log scale needs positive bounds")
+        if not lo <= nominal <= hi:
+            raise ModelError(f"{what}.nominal = {nominal} is outside bounds [{lo}, {hi}]")
+        out.append(Parameter(name, target, field, tuple(np.asarray(i) for i in index), mode,
+                             nominal, lo, hi, scale))
+    return ParameterSet(out)
+
+
+def as_jnp(x):
+    return jnp.asarray(x, jnp.float64)
