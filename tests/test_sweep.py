@@ -1,0 +1,226 @@
+"""The sweep engine: designs, parameters, failure isolation, resume, shards, devices."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from omegaconf import OmegaConf
+
+from kernels.model import ModelError
+from tests.test_app import cfg_of
+from tests.conftest import CHECK_CUBE, ROOT
+
+# a short window around the step keeps compile and run small
+SHORT = ["loadcase.t_start=4.98", "loadcase.t_end=5.03", "output.every=5"]
+PARAMS = ["sweep=lhs", "sweep.start=null", "sweep.every=null"]
+
+
+def _design(*over):
+    from sweep.design import make_design
+    from sweep.job import model_from_config
+    from sweep.params import build_parameters
+    cfg = cfg_of(*PARAMS, *over)
+    sw = OmegaConf.to_container(cfg.sweep, resolve=True)
+    model = model_from_config(cfg.model)
+    pset = build_parameters(sw["parameters"], model)
+    return make_design(sw, pset), pset
+
+
+@pytest.mark.parametrize("design", ["lhs", "sobol", "random"])
+def test_designs_are_deterministic_and_within_bounds(design):
+    X1, pset = _design(f"sweep.design={design}", "sweep.n_variants=64", "sweep.seed=3")
+    X2, _ = _design(f"sweep.design={design}", "sweep.n_variants=64", "sweep.seed=3")
+    X3, _ = _design(f"sweep.design={design}", "sweep.n_variants=64", "sweep.seed=4")
+    np.testing.assert_array_equal(X1, X2)
+    assert not np.allclose(X1, X3)
+    assert X1.shape == (64, len(pset))
+    for i, p in enumerate(pset.params):
+        assert np.all(X1[:, i] >= p.lower) and np.all(X1[:, i] <= p.upper)
+        if design == "lhs":  # one sample per stratum of the sampling space
+            strata = np.floor(p.to_unit(X1[:, i]) * 64).astype(int)
+            assert sorted(strata) == list(range(64))
+    # log scale: uniform in the logarithm -> the geometric midpoint is the median
+    i = pset.names.index("longitudinal_link_radial")
+    assert abs(np.median(np.log(X1[:, i]))) < 0.15
+
+
+def test_grid_and_table_designs(tmp_path):
+    X, pset = _design("sweep=grid", "sweep.levels=2")
+    assert X.shape == (2 ** len(pset), len(pset))
+    assert len({tuple(r) for r in X}) == len(X)
+    csv = tmp_path / "d.csv"
+    rows = [",".join(pset.names)] + [",".join(str(v) for v in X[i]) for i in (0, 5)]
+    csv.write_text("\n".join(rows) + "\n")
+    T, _ = _design("sweep=table", f"sweep.table={csv}")
+    np.testing.assert_allclose(T, X[[0, 5]])
+    csv.write_text(",".join(pset.names) + "\n" + ",".join(["9.0"] * len(pset)) + "\n")
+    with pytest.raises(ModelError, match="outside bounds"):
+        _design("sweep=table", f"sweep.table={csv}")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("sweep.n_variants=0", "sweep.n_variants = 0 must be >= 1"),
+    ("sweep.parameters.spring_rate.bounds=[1.2,0.8]", "sweep.parameters.spring_rate.bounds = [1.2, 0.8] are reversed"),
+    ("sweep.parameters.upper_arm_radial.elements=upper_wishbone_*", "matches no bushing"),
+    ("+sweep.parameters.spring_rate.scaling=log", "sweep.parameters.spring_rate.scaling: unknown key"),
+    ("sweep.parameters.spring_rate.target=spring.stiffness", "target = 'spring.stiffness' is not one of"),
+    ("sweep.design=halton", "sweep.design = 'halton' is not one of"),
+])
+def test_bad_sweep_config_is_one_line_before_compute(override, message, capsys, tmp_path):
+    from sweep.app import main
+    cfg = cfg_of(*SHORT, *PARAMS, override, f"output.path={tmp_path}/c.zarr")
+    assert main(cfg, progress=False) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not os.path.exists(tmp_path / "c.zarr"), "nothing may be computed or written"
+
+
+def test_parameters_act_on_the_model(dw_model):
+    from sweep.params import build_parameters
+    spec = {"ll": {"target": "bushing.stiffness", "elements": "longitudinal_link_body_*",
+                   "directions": "radial", "bounds": [0.1, 10], "scale": "log"},
+            "reb": {"target": "damper.rebound", "elements": "damper_*", "bounds": [0.5, 2]},
+            "k": {"target": "bushing.stiffness", "elements": "tie_rod_inner_left", "directions": ["z"],
+                  "mode": "value", "nominal": 1e8, "bounds": [1e7, 1e9]}}
+    pset = build_parameters(spec, dw_model)
+    m = pset.apply(dw_model, np.array([3.0, 1.5, 2e8]))
+    names = dw_model.topology.bushing_names
+    i = names.index("longitudinal_link_body_right")
+    np.testing.assert_allclose(np.asarray(m.bu_k_scale[i]), [3, 3, 1, 1, 1, 1])
+    j = dw_model.topology.p2p_names.index("damper_left")
+    np.testing.assert_allclose(np.asarray(m.pp_c_scale[j]), [1.0, 1.5])
+    t = names.index("tie_rod_inner_left")
+    assert float(m.bu_k[t, 2]) == 2e8 and float(m.bu_k[t, 0]) == float(dw_model.bu_k[t, 0])
+
+
+@pytest.fixture(scope="module")
+def failing_table(tmp_path_factory):
+    """Four variants, the third with an absurd bushing softening that breaks its equilibrium."""
+    d = tmp_path_factory.mktemp("fail")
+    csv = d / "design.csv"
+    rows = ["soft", "1.0", "0.7", "1e-12", "1.3"]
+    csv.write_text("\n".join(rows) + "\n")
+    over = [*SHORT, "sweep=table", f"sweep.table={csv}", "sweep.chunk_size=4",
+            "~sweep.parameters", "+sweep.parameters.soft.target=bushing.stiffness",
+            "+sweep.parameters.soft.elements=*", "+sweep.parameters.soft.bounds=[1e-12,2.0]",
+            "+sweep.parameters.soft.scale=log", "sweep.start=null", "sweep.every=null"]
+    return d, over
+
+
+def test_failing_variant_is_isolated_and_chunk_equals_single_runs(failing_table):
+    from sweep.app import main
+    d, over = failing_table
+    path = d / "chunk.zarr"
+    assert main(cfg_of(*over, f"output.path={path}"), progress=False) == 0
+    ds = xr.open_zarr(path)
+    assert list(ds.status.values) == [0, 0, 1, 0]
+    assert np.all(np.isnan(ds.bushing_force.values[2]))
+    assert np.all(np.isfinite(ds.bushing_force.values[[0, 1, 3]]))
+    assert subprocess.run([sys.executable, CHECK_CUBE, str(path)]).returncode == 0
+    # the same variants one at a time (chunk of 1) give the same values to 1e-9
+    single = d / "single.zarr"
+    assert main(cfg_of(*over, "sweep.chunk_size=1", f"output.path={single}"), progress=False) == 0
+    s = xr.open_zarr(single)
+    for v in (0, 1, 3):
+        for name in ("wheel_centre_displacement", "bushing_force", "toe"):
+            a, b = ds[name].values[v], s[name].values[v]
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * np.abs(b).max())
+    # and they differ from each other (the parameters act)
+    assert not np.allclose(ds.bushing_force.values[0], ds.bushing_force.values[1])
+
+
+def _job(path, *extra):
+    return [sys.executable, "-m", "sweep", *SHORT, *PARAMS, "sweep.n_variants=12",
+            "sweep.chunk_size=2", "sweep.progress=false", f"output.path={path}", *extra]
+
+
+@pytest.fixture(scope="module")
+def reference_12(tmp_path_factory):
+    from sweep.app import main
+    path = tmp_path_factory.mktemp("ref") / "ref.zarr"
+    cfg = cfg_of(*SHORT, *PARAMS, "sweep.n_variants=12", "sweep.chunk_size=2", f"output.path={path}")
+    assert main(cfg, progress=False) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def ref12(reference_12):
+    return xr.open_zarr(reference_12)
+
+
+def _assert_same_cube(a, b, exact=True):
+    for name in ("wheel_centre_displacement", "toe", "camber", "bushing_force", "status"):
+        if exact:
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+        else:
+            np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-9,
+                                       atol=1e-9 * float(np.nanmax(np.abs(b[name].values))))
+
+
+def test_sigkill_then_rerun_completes_without_loss(tmp_path, ref12):
+    path = tmp_path / "killed.zarr"
+    proc = subprocess.Popen(_job(path), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    done = 0
+    while time.time() < deadline and proc.poll() is None:
+        if os.path.exists(path):
+            try:
+                done = int(np.sum(zarr.open_group(str(path), mode="r")["chunk_done"][:]))
+            except Exception:  # noqa: BLE001 - store being created
+                done = 0
+            if done >= 2:
+                break
+        time.sleep(0.05)
+    assert proc.poll() is None, "job ended before it could be killed: " + proc.stderr.read().decode()[-500:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = xr.open_zarr(path)                  # opens after a SIGKILL
+    flags = partial.chunk_done.values.astype(bool)
+    assert 2 <= flags.sum() < len(flags)
+    for k in np.nonzero(flags)[0]:                # every flagged chunk is complete
+        sl = slice(2 * k, 2 * k + 2)
+        assert np.all(partial.status.values[sl] == 0)
+        np.testing.assert_array_equal(partial.bushing_force.values[sl], ref12.bushing_force.values[sl])
+    rerun = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    ds = xr.open_zarr(path)
+    assert np.all(ds.chunk_done.values == 1) and list(ds.variant.values) == list(range(12))
+    _assert_same_cube(ds, ref12)
+
+
+def test_joblib_multirun_two_shards_equal_single_run(tmp_path, ref12):
+    path = tmp_path / "sharded.zarr"
+    cmd = _job(path, "sweep.num_shards=2", "sweep.shard=0,1", "hydra/launcher=joblib",
+               "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={tmp_path}/multirun")
+    cmd.insert(3, "--multirun")
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ds = xr.open_zarr(path)
+    assert np.all(ds.chunk_done.values == 1)
+    _assert_same_cube(ds, ref12)
+
+
+def test_two_devices_shard_a_chunk_like_one_device(tmp_path, ref12):
+    path = tmp_path / "devices.zarr"
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    proc = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "on 2 device(s)" in proc.stdout
+    _assert_same_cube(xr.open_zarr(path), ref12, exact=False)
+
+
+def test_notebook_executes_on_a_small_cube(reference_12, tmp_path, monkeypatch):
+    """notebooks/01_result_cube.ipynb runs top to bottom on a small cube (path from AXLE_CUBE)."""
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(os.path.join(ROOT, "notebooks", "01_result_cube.ipynb"), as_version=4)
+    monkeypatch.setenv("AXLE_CUBE", str(reference_12))
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "influence on" in outputs
