@@ -202,7 +202,9 @@ def test_joblib_multirun_two_shards_equal_single_run(tmp_path, ref12):
     assert proc.returncode == 0, proc.stderr[-2000:]
     ds = xr.open_zarr(path)
     assert np.all(ds.chunk_done.values == 1)
-    _assert_same_cube(ds, ref12)
+    # same chunking -> same values; bitwise identity does not survive the
+    # joblib workers' different XLA thread setup (round-off ~1e-16 abs)
+    _assert_same_cube(ds, ref12, exact=False)
 
 
 def test_two_devices_shard_a_chunk_like_one_device(tmp_path, ref12):
