@@ -192,6 +192,9 @@ def store_spec(job):
     n_chunks = -(-n // C)
     spec["chunk_done"] = (("chunk",), (n_chunks,), "i1", (1,), 0,
                           {"long_name": "1 = compute chunk written completely"})
+    if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
+        for name in (*CHANNELS, "status", "equilibrium_iterations"):
+            spec[name][5]["coordinates"] = " ".join(pset.names)
     return spec
 
 
