@@ -21,13 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import loads, lsrt2, metrics, statics
+from kernels import loads, lsrt2, statics
 from kernels.model import ModelError
 from kernels.system import model_system
 from sweep import store as cube_store
 from sweep.cube import NMSE_DEFINITION, provenance
 from sweep.design import make_design
-from sweep.job import JobError, model_from_config, sample_grid
+from sweep.job import JobError, make_channels, model_from_config, sample_grid
 from sweep.loadcase import build_excitation
 from sweep.params import build_parameters
 
@@ -53,26 +53,9 @@ def select_bushings(patterns, names):
     return idx
 
 
-def make_channels(model, bushing_idx):
-    idx = np.asarray(bushing_idx)
-
-    def channels(m, r, v, r_eq):
-        nb = m.topology.n_bodies
-        r = r.reshape(nb, 6)
-        v = v.reshape(nb, 6)
-        toe, camber = metrics.toe_camber(m, r)
-        return {
-            "wheel_centre_displacement": metrics.wheel_centre_position(m, r)
-            - metrics.wheel_centre_position(m, r_eq),
-            "toe": toe, "camber": camber,
-            "bushing_force": metrics.bushing_forces(m, r, v)[idx],
-        }
-    return channels
-
-
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx):
     """jit(vmap(variant)) : thetas (C, P) -> (channels, status, eq_iterations)."""
-    channels = make_channels(model, bushing_idx)
+    channels = make_channels(bushing_idx)
     u0 = loads.u_at(exc, t0)
 
     def variant(theta):
@@ -222,7 +205,7 @@ def _place(thetas, n_dev):
 def _radau_chunk(job, thetas):
     from sweep.reference import radau
     model, pset, exc = job["model"], job["pset"], job["exc"]
-    channels = jax.jit(jax.vmap(make_channels(model, job["bidx"]), in_axes=(None, 0, 0, None)))
+    channels = jax.jit(jax.vmap(make_channels(job["bidx"]), in_axes=(None, 0, 0, None)))
     apply = jax.jit(pset.apply)
     eqf = jax.jit(statics.static_equilibrium)
     outs, status, its = [], [], []

@@ -26,20 +26,28 @@ def model_from_config(model_cfg) -> Model:
     return build_model(build_tables(model_cfg))
 
 
-def channels(model, r, v, r_eq):
-    """Result channels at one state (flat or (m, 6) r, v)."""
-    m = model.topology.n_bodies
-    r = r.reshape(m, 6)
-    v = v.reshape(m, 6)
-    toe, camber = metrics.toe_camber(model, r)
-    return {
-        "wheel_centre_displacement": metrics.wheel_centre_position(model, r)
-        - metrics.wheel_centre_position(model, r_eq),
-        "toe": toe,
-        "camber": camber,
-        "bushing_force": metrics.bushing_forces(model, r, v),
-        "finite": jnp.all(jnp.isfinite(r)) & jnp.all(jnp.isfinite(v)),
-    }
+def make_channels(bushing_idx=None):
+    """Result channels at one state: channels(model, r, v, r_eq) -> dict.
+
+    ``bushing_idx`` selects the stored bushings (default: all)."""
+    idx = None if bushing_idx is None else np.asarray(bushing_idx)
+
+    def channels(m, r, v, r_eq):
+        nb = m.topology.n_bodies
+        r = r.reshape(nb, 6)
+        v = v.reshape(nb, 6)
+        toe, camber = metrics.toe_camber(m, r)
+        forces = metrics.bushing_forces(m, r, v)
+        return {
+            "wheel_centre_displacement": metrics.wheel_centre_position(m, r)
+            - metrics.wheel_centre_position(m, r_eq),
+            "toe": toe, "camber": camber,
+            "bushing_force": forces if idx is None else forces[idx],
+        }
+    return channels
+
+
+channels = make_channels()
 
 
 @functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every"))
