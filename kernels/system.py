@@ -1,6 +1,4 @@
 """Bind a model and an excitation into the integrator's system interface."""
-import jax.numpy as jnp
-
 from kernels import loads
 from kernels.dynamics import linearise, q_fn
 from kernels.lsrt2 import System
@@ -23,6 +21,3 @@ def model_system(model, exc) -> System:
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
     )
 
-
-def flat(x):
-    return jnp.reshape(x, (-1,))

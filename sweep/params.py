@@ -22,7 +22,6 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-import jax.numpy as jnp
 import numpy as np
 
 from kernels.model import DIRECTIONS, ModelError
@@ -197,6 +196,3 @@ def build_parameters(spec, model) -> ParameterSet:
                              nominal, lo, hi, scale))
     return ParameterSet(out)
 
-
-def as_jnp(x):
-    return jnp.asarray(x, jnp.float64)
