@@ -14,7 +14,6 @@ import sys
 import time
 
 import jax
-import numpy as np
 import yaml
 
 import kernels  # noqa: F401

@@ -27,7 +27,7 @@ from kernels.system import model_system
 from sweep import store as cube_store
 from sweep.cube import NMSE_DEFINITION, provenance
 from sweep.design import make_design
-from sweep.job import JobError, make_channels, model_from_config, sample_grid
+from sweep.job import make_channels, model_from_config, sample_grid
 from sweep.loadcase import build_excitation
 from sweep.params import build_parameters
 
@@ -205,9 +205,10 @@ def _place(thetas, n_dev):
 def _radau_chunk(job, thetas):
     from sweep.reference import radau
     model, pset, exc = job["model"], job["pset"], job["exc"]
-    channels = jax.jit(jax.vmap(make_channels(job["bidx"]), in_axes=(None, 0, 0, None)))
-    apply = jax.jit(pset.apply)
-    eqf = jax.jit(statics.static_equilibrium)
+    if "radau_fns" not in job:  # compiled once per job, reused by every chunk
+        job["radau_fns"] = (jax.jit(jax.vmap(make_channels(job["bidx"]), in_axes=(None, 0, 0, None))),
+                            jax.jit(pset.apply), jax.jit(statics.static_equilibrium))
+    channels, apply, eqf = job["radau_fns"]
     outs, status, its = [], [], []
     for theta in thetas:
         m = apply(model, jnp.asarray(theta))

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import loads, lsrt2, metrics, statics
+from kernels import lsrt2, metrics, statics
 from kernels.model import Model, ModelError, build_model
 from kernels.system import model_system
 from sweep.model_builder import build_tables
