@@ -135,9 +135,3 @@ def linearise(model, r, v, u):
         jnp.einsum("sij,sjtk->sitk", Minv[slots], dW_du)).reshape(6 * m, 12)
     return Linearisation(q.reshape(-1), J_r, J_v, J_u, kinematic_matrix_blocks(r))
 
-
-def block_diag_matmul(J, K):
-    """J @ blockdiag(K) for J (n, n) and K blocks (m, 6, 6)."""
-    n = J.shape[0]
-    m = K.shape[0]
-    return jnp.einsum("nmj,mjk->nmk", J.reshape(n, m, 6), K).reshape(n, n)

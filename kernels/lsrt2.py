@@ -15,17 +15,15 @@ the multibody model and the analytic test problems alike:
 ``system.q(r, v, u) -> (n,)``, ``system.rates(r, v) -> (n,)`` (= K(r) v),
 with r, v flat (n,) = 6 m and u flat (nu,).
 """
-import math
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import lu_factor, lu_solve
 
-from kernels.dynamics import block_diag_matmul
+from kernels import linsolve
 
 # Table 1 (s = 2)
-GAMMA = 1.0 - math.sqrt(2.0) / 2.0   # g11 = g22
+GAMMA = linsolve.GAMMA               # g11 = g22 = 1 - sqrt(2)/2
 G21 = -GAMMA
 A21 = 0.5
 C2 = 0.5
@@ -38,6 +36,7 @@ class System(NamedTuple):
     rates: Callable
     u: Callable      # t -> flat u
     du: Callable     # t -> flat du/dt
+    solver: linsolve.Solver = linsolve.DENSE   # storage + factorisation of eq. (11)
 
 
 def _kmul(K, x):
@@ -45,22 +44,19 @@ def _kmul(K, x):
     return jnp.einsum("mij,mj->mi", K, x.reshape(m, 6)).reshape(-1)
 
 
-def coefficient_matrix(lin, h):
-    """A = E - h g J_v - (h g)^2 J_r K   (eq. 11)."""
-    n = lin.J_v.shape[0]
-    hg = h * GAMMA
-    return jnp.eye(n, dtype=lin.J_v.dtype) - hg * lin.J_v - hg * hg * block_diag_matmul(lin.J_r, lin.K)
+coefficient_matrix = linsolve.dense_coefficient_matrix   # eq. (11), dense
 
 
 def step(system: System, lin, lu, q1, r, v, t, h):
     """One LSRT2 step k -> k+1 (eqs. 6-9); ``q1 = q(r, v, u(t))``."""
     hg = h * GAMMA
     K = lin.K
+    S = system.solver
     # stage 1: r~ = r, v~ = v, u~ = u(t)                                  (9)
     rate1 = system.rates(r, v)                      # K(r~1) v~1
     du1 = system.du(t)
-    rhs1 = q1 + hg * (lin.J_u @ du1) + hg * (lin.J_r @ rate1)            # (7)
-    dv1 = lu_solve(lu, rhs1)
+    rhs1 = q1 + hg * S.ju(lin, du1) + hg * S.jr(lin, rate1)            # (7)
+    dv1 = S.solve(lu, rhs1)
     Kdv1 = _kmul(K, dv1)
     dr1 = rate1 + hg * Kdv1                                               # (8)
     # stage 2
@@ -68,9 +64,9 @@ def step(system: System, lin, lu, q1, r, v, t, h):
     v2 = v + h * A21 * dv1                                                # (9b)
     q2 = system.q(r2, v2, system.u(t + C2 * h))                           # (9c)
     rate2 = system.rates(r2, v2)                    # K(r~2) v~2
-    rhs2 = (q2 + h * G21 * (lin.J_r @ dr1 + lin.J_v @ dv1)
-            + hg * (lin.J_r @ (rate2 + h * G21 * Kdv1)))                  # (7), input terms cancel
-    dv2 = lu_solve(lu, rhs2)
+    rhs2 = (q2 + h * G21 * (S.jr(lin, dr1) + S.jv(lin, dv1))
+            + hg * S.jr(lin, rate2 + h * G21 * Kdv1))                  # (7), input terms cancel
+    dv2 = S.solve(lu, rhs2)
     dr2 = rate2 + hg * _kmul(K, dv2) + h * G21 * Kdv1                     # (8)
     return r + h * (B1 * dr1 + B2 * dr2), v + h * (B1 * dv1 + B2 * dv2)   # (6)
 
@@ -95,7 +91,7 @@ def simulate(system: System, r0, v0, t0, h, n_samples, every=1, relinearise_ever
 
     def relin(r, v, t):
         lin = system.linearise(r, v, system.u(t))
-        return lin, lu_factor(coefficient_matrix(lin, h)), lin.q
+        return lin, system.solver.factor(lin, h), lin.q
 
     def one_step(carry, k):
         r, v, lin, lu = carry

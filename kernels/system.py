@@ -1,12 +1,19 @@
 """Bind a model and an excitation into the integrator's system interface."""
-from kernels import loads
+from kernels import linsolve, loads
 from kernels.dynamics import linearise, q_fn
 from kernels.lsrt2 import System
 from kernels.rotations import coordinate_rates
 
 
-def model_system(model, exc) -> System:
-    """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.lsrt2`."""
+SOLVERS = ("dense",)
+
+
+def model_system(model, exc, solver="dense") -> System:
+    """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.lsrt2`.
+
+    ``solver``: how eq. (11) is stored and factorised, one of ``SOLVERS``."""
+    if solver not in SOLVERS:
+        raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
 
     def lin(r, v, u):
@@ -19,5 +26,6 @@ def model_system(model, exc) -> System:
         rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6)).reshape(-1),
         u=lambda t: loads.u_at(exc, t).reshape(-1),
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
+        solver=linsolve.DENSE,
     )
 

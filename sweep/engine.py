@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from kernels import loads, lsrt2, statics
 from kernels.model import ModelError
-from kernels.system import model_system
+from kernels.system import SOLVERS, model_system
 from sweep import store as cube_store
 from sweep.cube import NMSE_DEFINITION, provenance
 from sweep.design import make_design
@@ -53,7 +53,7 @@ def select_bushings(patterns, names):
     return idx
 
 
-def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx):
+def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="dense"):
     """jit(vmap(variant)) : thetas (C, P) -> (channels, status, eq_iterations)."""
     channels = make_channels(bushing_idx)
     u0 = loads.u_at(exc, t0)
@@ -61,7 +61,7 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
     def variant(theta):
         m = pset.apply(model, theta)
         eq = statics.static_equilibrium(m, u0)
-        system = model_system(m, exc)
+        system = model_system(m, exc, solver)
         out = lambda r, v, t: channels(m, r, v, eq.r)  # noqa: E731
         traj = lsrt2.simulate(system, eq.r.reshape(-1), jnp.zeros(eq.r.size), t0, dt,
                               n_samples, every, relin, out)
@@ -115,6 +115,9 @@ def prepare(cfg):
     relin = int(integ.get("relinearise_every", 1))
     if relin < 1:
         raise ModelError(f"integrator.relinearise_every = {relin} must be >= 1")
+    solver = str(integ.get("solver", "dense"))
+    if solver not in SOLVERS:
+        raise ModelError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     names = model.topology.bushing_names
     refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
     bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
@@ -134,7 +137,7 @@ def prepare(cfg):
         C = min(C, len(X))
     times = t0 + np.arange(n_samples) * every * dt
     return dict(model=model, pset=pset, X=X, exc=exc, t0=t0, t1=t1, dt=dt, every=every,
-                n_samples=n_samples, relin=relin, bidx=bidx, shard=shard, num_shards=nsh,
+                n_samples=n_samples, relin=relin, solver=solver, bidx=bidx, shard=shard, num_shards=nsh,
                 chunk=C, times=times, n_dev=n_dev)
 
 
@@ -271,7 +274,8 @@ def run_job(cfg, cfg_yaml, progress=None):
     runner = None
     if cfg.integrator.name == "lsrt2":
         runner = make_chunk_runner(job["model"], pset, job["exc"], job["t0"], job["dt"],
-                                   job["n_samples"], job["every"], job["relin"], job["bidx"])
+                                   job["n_samples"], job["every"], job["relin"], job["bidx"],
+                                   job["solver"])
         tic = time.perf_counter()
         runner = runner.lower(_place(np.zeros((C, len(pset))), job["n_dev"])).compile()
         summary["compile_s"] = time.perf_counter() - tic

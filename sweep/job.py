@@ -50,10 +50,10 @@ def make_channels(bushing_idx=None):
 channels = make_channels()
 
 
-@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every"))
-def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every):
+@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver"))
+def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="dense"):
     """LSRT2 from rest at the equilibrium r_eq; channels at every output sample."""
-    system = model_system(model, exc)
+    system = model_system(model, exc, solver)
     n = r_eq.size
     out = lambda r, v, t: channels(model, r, v, r_eq)  # noqa: E731
     traj = lsrt2.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), t0, h,
