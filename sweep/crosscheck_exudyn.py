@@ -1,0 +1,563 @@
+"""Independent cross-check of the engine against the multibody code Exudyn.
+
+The same axle (bodies, masses, inertias, marker frames, bushings, P2P
+elements, gravity and wheel-centre loads) is generated in Exudyn **from the
+kernels' model pytree** (:class:`kernels.model.Model`, built from the tables
+of :func:`sweep.model_builder.build_tables`), so that the two models cannot
+drift apart. Exudyn then solves the static equilibrium, integrates the load
+case with its own implicit integrator (generalized-alpha) and computes the
+eigenvalues of its own linearisation; :func:`compare` puts the results next
+to the kernels' (Newton equilibrium, LSRT2 / Radau, eigenvalues of the state
+matrix from J_r, J_v, K). ``docs/crosscheck.md`` reports the agreement and
+explains the tolerances.
+
+Mapping (what is identical and what is not):
+
+- Bodies: ``ObjectRigidBody`` on ``NodeRigidBodyRxyz`` nodes (Tait-Bryan
+  x-y'-z'' angles; ours are z-y'-x''): same mass, inertia about the centre of
+  mass in the body frame, body frame origin = centre of mass, same design
+  pose. No constraints: every body is free, as in the kernels.
+- Bushings: ``ObjectConnectorRigidBodySpringDamper`` (non-intrinsic
+  formulation) between two ``MarkerBodyRigid`` at the bushing's marker
+  points, ``rotationMarker0/1`` = the marker frames, diagonal stiffness and
+  damping = the per-direction coefficients. Linear characteristics are
+  identical; a tabulated characteristic is linearised at zero deflection
+  (value -> preload, slope -> stiffness; the double wishbone has none).
+  Differences by formulation, both of second order in the deflection:
+  Exudyn measures the relative rotation by Tait-Bryan xyz angles (ours: the
+  rotation vector), and applies the reaction on body 2 at marker 2 (ours:
+  at marker 1, Adams style, so that the pair has no net moment).
+- P2P elements: ``ObjectConnectorSpringDamper`` with a Python
+  ``springForceUserFunction`` that evaluates exactly the kernels' law
+  (:func:`kernels.model._p2p_law`, the Hermite tables of
+  :mod:`kernels.curves`, the compression/rebound blend of
+  :mod:`kernels.forces`) from the Model's arrays; the line of action and the
+  application points (the two marker points) are the same as ours.
+- Loads: gravity on every body (``LoadMassProportional``) and the
+  wheel-centre forces/torques u(t) of the excitation (``LoadForceVector`` /
+  ``LoadTorqueVector`` at the wheel body origin, vehicle frame).
+
+Units: SI throughout (m, kg, s, N, N m, rad). ``exudyn`` is imported lazily
+inside the functions, so :mod:`sweep` imports without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from kernels.model import DIRECTIONS, Model  # noqa: F401  (DIRECTIONS: documentation)
+
+# ------------------------------------------------------------------ small numpy helpers
+
+
+def euler_zyx_to_matrix(a):
+    """Rotation matrix (body -> vehicle) of our z-y'-x'' angles ``(a_z, a_y', a_x'')`` [rad]."""
+    az, ay, ax = a
+    cz, sz, cy, sy, cx, sx = np.cos(az), np.sin(az), np.cos(ay), np.sin(ay), np.cos(ax), np.sin(ax)
+    Rz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
+    Ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+    Rx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+    return Rz @ Ry @ Rx
+
+
+def matrix_to_euler_zyx(R):
+    """Inverse of :func:`euler_zyx_to_matrix` for |a_y'| < pi/2 [rad]."""
+    return np.array([np.arctan2(R[1, 0], R[0, 0]), np.arcsin(np.clip(-R[2, 0], -1, 1)),
+                     np.arctan2(R[2, 1], R[2, 2])])
+
+
+def toe_camber_from_matrix(R, side):
+    """Toe and camber [rad], DIN 70000 signs, of a wheel with rotation matrix R.
+
+    Written out independently of :func:`kernels.metrics.toe_camber` (same
+    definition): spin axis a = R e_y; left: toe = atan2(a_x, a_y),
+    camber = -asin(a_z); right: toe = atan2(-a_x, a_y), camber = asin(a_z).
+    """
+    a = np.asarray(R)[:, 1]
+    s = 1.0 if side == "left" else -1.0
+    return np.arctan2(s * a[0], a[1]), np.arcsin(np.clip(-s * a[2], -1, 1))
+
+
+def _curve_eval(table, i, x):
+    """Value of the kernels' Hermite table ``i`` (numpy arrays) at scalar x."""
+    br = table["breaks"][i]
+    j = int(np.sum(x >= br))
+    t = x - table["origin"][i][j]
+    c = table["coef"][i][j]
+    return c[0] + t * (c[1] + t * (c[2] + t * c[3]))
+
+
+def _curve_slope(table, i, x):
+    br = table["breaks"][i]
+    j = int(np.sum(x >= br))
+    t = x - table["origin"][i][j]
+    c = table["coef"][i][j]
+    return c[1] + t * (2 * c[2] + t * 3 * c[3])
+
+
+def rotxyz_to_matrix(a):
+    """Rotation matrix of Tait-Bryan angles x-y'-z'' (Exudyn's Rxyz): Rx(a0) Ry(a1) Rz(a2)."""
+    c0, s0, c1, s1, c2, s2 = np.cos(a[0]), np.sin(a[0]), np.cos(a[1]), np.sin(a[1]), np.cos(a[2]), np.sin(a[2])
+    Rx = np.array([[1, 0, 0], [0, c0, -s0], [0, s0, c0]])
+    Ry = np.array([[c1, 0, s1], [0, 1, 0], [-s1, 0, c1]])
+    Rz = np.array([[c2, -s2, 0], [s2, c2, 0], [0, 0, 1]])
+    return Rx @ Ry @ Rz
+
+
+def matrix_to_rotation_vector(R):
+    """Rotation vector [rad] (axis * angle, angle < pi) of a rotation matrix (numpy)."""
+    s = 0.5 * np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    c = 0.5 * (np.trace(R) - 1.0)
+    ns = np.linalg.norm(s)
+    if ns < 1e-12:
+        return s * (1.0 + ns * ns / 6.0)
+    return s * (np.arctan2(ns, c) / ns)
+
+
+def _bushing_force_function(model, i):
+    """Exudyn springForceTorqueUserFunction with the kernels' bushing law (bushing i).
+
+    Exudyn passes, in marker 1's frame (its joint-0 frame), the relative
+    displacement [m], Tait-Bryan xyz angles of the relative rotation [rad],
+    relative velocity [m/s] and angular velocity [rad/s]; the function
+    returns force and torque on body 1 in that frame [N, N m]:
+    ``k_scale (k e + curve_k(e)) + c_scale (c rate + curve_c(rate)) + preload``
+    with ``e = (d, theta) - offset`` and theta the rotation vector.
+    """
+    k = np.asarray(model.bu_k[i], float)
+    c = np.asarray(model.bu_c[i], float)
+    ks = np.asarray(model.bu_k_scale[i], float)
+    cs = np.asarray(model.bu_c_scale[i], float)
+    pre = np.asarray(model.bu_preload[i], float)
+    off = np.asarray(model.bu_offset[i], float)
+    kc = {kk: np.asarray(v)[i] for kk, v in model.bu_k_curve.items()}
+    cc = {kk: np.asarray(v)[i] for kk, v in model.bu_c_curve.items()}
+    kdirs = [j for j in range(6) if np.any(kc["coef"][j] != 0)]
+    cdirs = [j for j in range(6) if np.any(cc["coef"][j] != 0)]
+
+    def uf(mbs, t, itemNumber, displacement, rotation, velocity, angularVelocity,
+           stiffness, damping, rotJ0, rotJ1, offset):
+        theta = matrix_to_rotation_vector(rotxyz_to_matrix(rotation))
+        e = np.concatenate([displacement, theta]) - off
+        rate = np.concatenate([velocity, angularVelocity])
+        el = k * e
+        dm = c * rate
+        for j in kdirs:
+            el[j] += _curve_eval(kc, j, e[j])
+        for j in cdirs:
+            dm[j] += _curve_eval(cc, j, rate[j])
+        return (ks * el + cs * dm + pre).tolist()
+    return uf
+
+
+def _reaction_moment_function(main, node1, rot1):
+    """User function of the auxiliary connector ground -> body 2 of a matched bushing.
+
+    Returns the torque (joint-0 = vehicle frame) whose reaction on body 2 is
+    d x F [N m]: d = pm2 - pm1 and F = the main bushing's force on body 1,
+    both from Exudyn's outputs of the main connector at the current state.
+    """
+    import exudyn as exu
+    OT = exu.OutputVariableType
+
+    def uf(mbs, t, itemNumber, displacement, rotation, velocity, angularVelocity,
+           stiffness, damping, rotJ0, rotJ1, offset):
+        d = np.asarray(mbs.GetObjectOutput(main, OT.DisplacementLocal))
+        F = np.asarray(mbs.GetObjectOutput(main, OT.ForceLocal))
+        Rm = rot1 if node1 is None else (
+            np.asarray(mbs.GetNodeOutput(node1, OT.RotationMatrix)).reshape(3, 3) @ rot1)
+        return [0.0, 0.0, 0.0] + (-(Rm @ np.cross(d, F))).tolist()
+    return uf
+
+
+def _np_tree(d):
+    return {k: np.asarray(v) for k, v in d.items()}
+
+
+# --------------------------------------------------------------------------- the axle
+
+
+@dataclasses.dataclass
+class ExudynAxle:
+    """An Exudyn system built from a :class:`kernels.model.Model`."""
+    SC: Any
+    mbs: Any
+    model: Model
+    bodies: list            # ObjectIndex per body slot
+    nodes: list             # NodeIndex per body slot
+    bushings: list          # ObjectIndex per bushing
+    bushing_rot1: np.ndarray  # (nb, 3, 3) marker-1 frame in body-1 frame
+    bushing_slot1: np.ndarray  # (nb,) body slot of marker 1 (n_bodies = ground)
+    p2p: list
+    loads: dict             # per side: (force LoadIndex, torque LoadIndex)
+    load_time: dict         # {"static": t or None}: time at which u is frozen in a static solve
+    formulation: str = "matched"
+    exc: Any = None
+    newton_iterations: int = 0
+    sensors: dict = dataclasses.field(default_factory=dict)
+
+
+def _p2p_force_function(prm):
+    """Exudyn spring-force user function for one P2P element with the kernels' law.
+
+    Exudyn passes deltaL = L - L_ref [m] and deltaL_t = dL/dt [m/s] and wants
+    the tension T [N] (> 0 pulls the markers together), the sign convention
+    of :func:`kernels.forces.p2p_tension`.
+    """
+    from kernels.forces import DAMPER_BLEND
+    kc, cc = prm["kc"], prm["cc"]
+
+    def elastic(s):
+        return prm["preload"] + prm["k"] * s + _curve_eval(kc, 0, s)
+
+    push0 = elastic(0.0)
+    cs0, cs1 = prm["c_scale"]
+
+    def uf(mbs, t, itemNumber, deltaL, deltaL_t, stiffness, damping, force):
+        s = -deltaL
+        push = push0 + prm["k_scale"] * (elastic(s) - push0)
+        damp = prm["c"] * deltaL_t + _curve_eval(cc, 0, deltaL_t)
+        w = 0.5 * (1.0 + np.tanh(deltaL_t / DAMPER_BLEND))
+        return float(damp * (cs0 + (cs1 - cs0) * w) - push)
+    return uf
+
+
+def _bushing_linear(model, i):
+    """Per-direction linear stiffness, damping and offset of bushing i (6,) each.
+
+    Linear coefficients times their scale factors; a tabulated direction is
+    linearised at zero deflection (slope -> stiffness, value -> preload);
+    the preload is expressed as an Exudyn offset ``f = k (x - offset)``.
+    """
+    k = np.asarray(model.bu_k[i]) * np.asarray(model.bu_k_scale[i])
+    c = np.asarray(model.bu_c[i]) * np.asarray(model.bu_c_scale[i])
+    pre = np.asarray(model.bu_preload[i]).copy()
+    off = np.asarray(model.bu_offset[i]).copy()
+    kc = {kk: np.asarray(v)[i] for kk, v in model.bu_k_curve.items()}
+    cc = {kk: np.asarray(v)[i] for kk, v in model.bu_c_curve.items()}
+    for j in range(6):
+        if np.any(kc["coef"][j] != 0):
+            s = np.asarray(model.bu_k_scale[i])[j]
+            pre[j] += s * (_curve_eval(kc, j, 0.0) - _curve_slope(kc, j, 0.0) * 0.0)
+            k[j] += s * _curve_slope(kc, j, 0.0)
+        if np.any(cc["coef"][j] != 0):
+            s = np.asarray(model.bu_c_scale[i])[j]
+            pre[j] += s * _curve_eval(cc, j, 0.0)
+            c[j] += s * _curve_slope(cc, j, 0.0)
+    # force on body 1 = k (x - off) + pre  ==  k (x - (off - pre / k))
+    for j in range(6):
+        if pre[j] != 0.0:
+            if k[j] == 0.0:
+                raise NotImplementedError(f"bushing {model.topology.bushing_names[i]}: "
+                                          f"preload without stiffness in direction {DIRECTIONS[j]}")
+            off[j] -= pre[j] / k[j]
+    return k, c, off
+
+
+def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") -> ExudynAxle:
+    """Generate the Exudyn system of ``model`` (and the loads of ``exc``).
+
+    Args:
+      model: the kernels' Model (one variant; no leading batch axis).
+      exc: a :class:`kernels.loads.Excitation`; u(t) [N, N m] at the wheel
+        centres, vehicle frame. None: no wheel loads.
+      t_static: time [s] at which u is frozen while a static solve runs.
+      formulation: bushing law. ``"native"``: Exudyn's own
+        RigidBodySpringDamper (diagonal stiffness/damping; Tait-Bryan xyz
+        angles as rotation measure; reaction on body 2 at marker 2).
+        ``"matched"``: the same connector with a Python
+        ``springForceTorqueUserFunction`` that evaluates the kernels' law
+        (rotation vector as rotation measure; tabulated curves exactly), plus an
+        auxiliary moment on body 2 that moves the reaction to marker 1 as in
+        :func:`kernels.forces.bushing_element`. Everything else (rigid
+        bodies, marker kinematics, assembly, solvers) is Exudyn's.
+    """
+    import exudyn as exu
+    import exudyn.itemInterface as ei
+    from exudyn.rigidBodyUtilities import RigidBodyInertia
+
+    topo = model.topology
+    m = topo.n_bodies
+    SC = exu.SystemContainer()
+    mbs = SC.AddSystem()
+    g = np.asarray(model.gravity, float)
+    r0 = np.asarray(model.r_design, float)
+    mass = np.asarray(model.mass, float)
+    inertia = np.asarray(model.inertia, float)
+
+    ground = mbs.AddObject(ei.ObjectGround(referencePosition=[0.0, 0.0, 0.0]))
+    bodies, nodes = [], []
+    for b in range(m):
+        R = euler_zyx_to_matrix(r0[b, 3:])
+        obj = mbs.CreateRigidBody(
+            name=topo.body_names[b], referencePosition=r0[b, :3].tolist(),
+            referenceRotationMatrix=R,
+            inertia=RigidBodyInertia(mass[b], inertia[b], [0.0, 0.0, 0.0], inertiaTensorAtCOM=True),
+            gravity=g.tolist(), nodeType=exu.NodeType.RotationRxyz, show=False)
+        bodies.append(obj)
+        nodes.append(mbs.GetObject(obj)["nodeNumber"])
+    body_of = bodies + [ground]
+
+    def marker(slot, pos):
+        return mbs.AddMarker(ei.MarkerBodyRigid(bodyNumber=body_of[slot],
+                                                localPosition=np.asarray(pos, float).tolist()))
+
+    bu = []
+    nb = len(topo.bushing_names)
+    markers_bu = []
+    for i in range(nb):
+        s1, s2 = (int(x) for x in topo.bushing_bodies[i])
+        mk0 = marker(s1, model.bu_pos1[i])
+        mk1 = marker(s2, model.bu_pos2[i])
+        markers_bu.append((mk0, mk1))
+        common = dict(name=topo.bushing_names[i], markerNumbers=[mk0, mk1],
+                      rotationMarker0=np.asarray(model.bu_rot1[i], float),
+                      rotationMarker1=np.asarray(model.bu_rot2[i], float))
+        if formulation == "native":
+            k, c, off = _bushing_linear(model, i)
+            bu.append(mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
+                stiffness=np.diag(k), damping=np.diag(c), offset=off.tolist(), **common)))
+        elif formulation == "matched":
+            bu.append(mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
+                springForceTorqueUserFunction=_bushing_force_function(model, i), **common)))
+        else:
+            raise ValueError(f"formulation = {formulation!r} is not 'native' or 'matched'")
+    if formulation == "matched":
+        # reaction on body 2 at marker 1 (the kernels' convention): Exudyn puts
+        # it at marker 2, so body 2 gets the extra moment d x F, d = pm2 - pm1,
+        # F = force on body 1 (vehicle frame); an auxiliary connector to the
+        # ground carries it (its reaction on the fixed ground is irrelevant)
+        for i in range(nb):
+            s1, s2 = (int(x) for x in topo.bushing_bodies[i])
+            if s2 == m:
+                continue
+            g0 = marker(m, [0.0, 0.0, 0.0])
+            b2 = marker(s2, [0.0, 0.0, 0.0])
+            mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
+                name=topo.bushing_names[i] + "/moment", markerNumbers=[g0, b2],
+                springForceTorqueUserFunction=_reaction_moment_function(
+                    bu[i], None if s1 == m else nodes[s1], np.asarray(model.bu_rot1[i], float))))
+
+    pp = []
+    npp = len(topo.p2p_names)
+    kc_all, cc_all = _np_tree(model.pp_k_curve), _np_tree(model.pp_c_curve)
+    for i in range(npp):
+        s1, s2 = (int(x) for x in topo.p2p_bodies[i])
+        prm = {"preload": float(model.pp_preload[i]), "k": float(model.pp_k[i]),
+               "c": float(model.pp_c[i]), "k_scale": float(model.pp_k_scale[i]),
+               "c_scale": np.asarray(model.pp_c_scale[i], float),
+               "kc": {kk: v[i:i + 1] for kk, v in kc_all.items()},
+               "cc": {kk: v[i:i + 1] for kk, v in cc_all.items()}}
+        mk0 = mbs.AddMarker(ei.MarkerBodyPosition(bodyNumber=body_of[s1],
+                                                  localPosition=np.asarray(model.pp_pos1[i], float).tolist()))
+        mk1 = mbs.AddMarker(ei.MarkerBodyPosition(bodyNumber=body_of[s2],
+                                                  localPosition=np.asarray(model.pp_pos2[i], float).tolist()))
+        pp.append(mbs.AddObject(ei.ObjectConnectorSpringDamper(
+            name=topo.p2p_names[i], markerNumbers=[mk0, mk1],
+            referenceLength=float(model.pp_length[i]),
+            springForceUserFunction=_p2p_force_function(prm))))
+
+    load_time = {"static": float(t_static)}
+    loads_idx = {}
+    if exc is not None:
+        base = np.asarray(exc.base, float)
+        times = np.asarray(exc.times, float)
+        durs = np.asarray(exc.durations, float)
+        amps = np.asarray(exc.amplitudes, float)
+        from kernels.loads import STEP_TOL
+
+        def u_np(t):
+            """u(t) (2, 6), the same ramps and inclusive steps as kernels.loads.u_at."""
+            u = base.copy()
+            for tj, dj, aj in zip(times, durs, amps):
+                w = (float(np.clip((t - tj) / dj, 0, 1)) if dj > 0
+                     else float(t >= tj - STEP_TOL))
+                u = u + w * aj
+            return u
+
+        for si, side in enumerate(("left", "right")):
+            slot = int(topo.wheel_slots[si])
+            mkw = mbs.AddMarker(ei.MarkerBodyRigid(bodyNumber=bodies[slot], localPosition=[0.0, 0.0, 0.0]))
+
+            def uf_force(mbs_, t, lv, si=si):
+                ts = load_time["static"]
+                return u_np(t if ts is None else ts)[si, :3].tolist()
+
+            def uf_torque(mbs_, t, lv, si=si):
+                ts = load_time["static"]
+                return u_np(t if ts is None else ts)[si, 3:].tolist()
+            lf = mbs.AddLoad(ei.LoadForceVector(markerNumber=mkw, loadVector=[0.0, 0.0, 0.0],
+                                                bodyFixed=False, loadVectorUserFunction=uf_force))
+            lt = mbs.AddLoad(ei.LoadTorqueVector(markerNumber=mkw, loadVector=[0.0, 0.0, 0.0],
+                                                 bodyFixed=False, loadVectorUserFunction=uf_torque))
+            loads_idx[side] = (lf, lt)
+
+    mbs.Assemble()
+    return ExudynAxle(SC, mbs, model, bodies, nodes, bu,
+                      np.asarray(model.bu_rot1, float), np.asarray(topo.bushing_bodies[:, 0]),
+                      pp, loads_idx, load_time, formulation, exc)
+
+
+# --------------------------------------------------------------------------- state access
+
+
+def body_poses(axle: ExudynAxle, configuration=None):
+    """Positions (m, 3) [m] and rotation matrices (m, 3, 3) of all bodies."""
+    import exudyn as exu
+    cfg = exu.ConfigurationType.Current if configuration is None else configuration
+    P = np.array([axle.mbs.GetNodeOutput(n, exu.OutputVariableType.Position, configuration=cfg)
+                  for n in axle.nodes])
+    R = np.array([np.asarray(axle.mbs.GetNodeOutput(n, exu.OutputVariableType.RotationMatrix,
+                                                     configuration=cfg)).reshape(3, 3)
+                  for n in axle.nodes])
+    return P, R
+
+
+def state_as_r(axle: ExudynAxle, configuration=None):
+    """Current Exudyn configuration in our coordinates r (m, 6): position, z-y'-x'' angles."""
+    P, R = body_poses(axle, configuration)
+    return np.hstack([P, np.array([matrix_to_euler_zyx(Ri) for Ri in R])])
+
+
+def set_state_from_r(axle: ExudynAxle, r, configuration=None):
+    """Set Exudyn's ODE2 coordinates (zero velocities) to the pose of our r (m, 6)."""
+    import exudyn as exu
+    from exudyn.rigidBodyUtilities import RotationMatrix2RotXYZ
+    cfg = exu.ConfigurationType.Current if configuration is None else configuration
+    mbs = axle.mbs
+    q = np.array(mbs.systemData.GetODE2Coordinates(configuration=cfg))
+    for b, n in enumerate(axle.nodes):
+        ref = np.asarray(mbs.GetNodeParameter(n, "referenceCoordinates"), float)
+        new = np.concatenate([r[b, :3], RotationMatrix2RotXYZ(euler_zyx_to_matrix(r[b, 3:]))])
+        lti = mbs.GetNodeODE2Index(n)
+        q[lti:lti + 6] = new - ref
+    mbs.systemData.SetODE2Coordinates(q.tolist(), configuration=cfg)
+    mbs.systemData.SetODE2Coordinates_t(np.zeros_like(q).tolist(), configuration=cfg)
+
+
+def bushing_forces(axle: ExudynAxle, configuration=None):
+    """Force and torque (nb, 6) [N, N m] each bushing exerts on its first body, vehicle frame.
+
+    From Exudyn's connector outputs ForceLocal / TorqueLocal (joint-0 frame)
+    rotated by the current frame of marker 1 (Exudyn's marker 0).
+    """
+    import exudyn as exu
+    cfg = exu.ConfigurationType.Current if configuration is None else configuration
+    mbs = axle.mbs
+    _, R = body_poses(axle, cfg)
+    m = len(axle.nodes)
+    out = np.zeros((len(axle.bushings), 6))
+    for i, obj in enumerate(axle.bushings):
+        s = axle.bushing_slot1[i]
+        Rb = np.eye(3) if s == m else R[s]
+        Rm = Rb @ axle.bushing_rot1[i]
+        f = np.asarray(mbs.GetObjectOutput(obj, exu.OutputVariableType.ForceLocal, configuration=cfg))
+        t = np.asarray(mbs.GetObjectOutput(obj, exu.OutputVariableType.TorqueLocal, configuration=cfg))
+        out[i] = np.concatenate([Rm @ f, Rm @ t])
+    return out
+
+
+# --------------------------------------------------------------------------- static equilibrium
+
+
+class _Residual:
+    """Exudyn's ODE2 right-hand side (generalised forces [N, N m] conjugate to its
+    coordinates: positions and Rxyz angles) as a function of the coordinates q
+    and their rates, evaluated by Exudyn at a state that we set."""
+
+    def __init__(self, axle: ExudynAxle):
+        import exudyn as exu
+        self.exu = exu
+        self.mbs = axle.mbs
+        self.solver = exu.MainSolverStatic()
+        s = exu.SimulationSettings()
+        s.solutionSettings.writeSolutionToFile = False
+        s.staticSolver.verboseMode = 0
+        s.linearSolverType = exu.LinearSolverType.EXUdense
+        self.solver.InitializeSolver(self.mbs, s)
+
+    def __call__(self, q, q_t=None):
+        cur = self.exu.ConfigurationType.Current
+        self.mbs.systemData.SetODE2Coordinates(np.asarray(q, float).tolist(), configuration=cur)
+        qt = np.zeros(len(q)) if q_t is None else np.asarray(q_t, float)
+        self.mbs.systemData.SetODE2Coordinates_t(qt.tolist(), configuration=cur)
+        self.solver.ComputeODE2RHS(self.mbs)
+        return np.array(self.solver.GetSystemResidual())[:len(q)]
+
+    def mass_matrix(self):
+        self.solver.ComputeMassMatrix(self.mbs)
+        return np.array(self.solver.GetSystemMassMatrix())
+
+    def jacobian(self, q, q_t=None, wrt="q", eps=None):
+        """Central-difference Jacobian of the residual w.r.t. q or q_t."""
+        q = np.asarray(q, float)
+        qt = np.zeros_like(q) if q_t is None else np.asarray(q_t, float)
+        n = len(q)
+        J = np.zeros((n, n))
+        for j in range(n):
+            h = (1e-7 if wrt == "q" else 1e-6) if eps is None else eps
+            dq = np.zeros(n)
+            dq[j] = h
+            if wrt == "q":
+                J[:, j] = (self(q + dq, qt) - self(q - dq, qt)) / (2 * h)
+            else:
+                J[:, j] = (self(q, qt + dq) - self(q, qt - dq)) / (2 * h)
+        return J
+
+
+def solve_static(axle: ExudynAxle, t_static=None, r_start=None, tol=1e-7, max_iter=30):
+    """Static equilibrium of the Exudyn model under gravity and u(t_static); returns r (m, 6).
+
+    Exudyn's own SolveStatic (Newton with Exudyn's Jacobian) from the design
+    position (or ``r_start``). The Jacobian Exudyn assembles for the
+    auxiliary reaction-moment connectors of the ``matched`` formulation
+    misses their dependence on the main bushing (Exudyn differentiates a
+    connector w.r.t. its own markers only) and its Newton then stalls; for
+    that case the Newton iteration is ours, on Exudyn's residual with a
+    central-difference Jacobian, started from the solution of the
+    ``native`` model. ``tol``: largest residual [N, N m] at convergence.
+    The converged state is copied to Exudyn's initial state, so that a
+    later time integration or linearisation starts from it.
+    """
+    import exudyn as exu
+    mbs = axle.mbs
+    if t_static is not None:
+        axle.load_time["static"] = float(t_static)
+    Init, Cur = exu.ConfigurationType.Initial, exu.ConfigurationType.Current
+    if axle.formulation == "native" and r_start is None:
+        s = exu.SimulationSettings()
+        s.solutionSettings.writeSolutionToFile = False
+        s.solutionSettings.sensorsWritePeriod = 1e9
+        s.staticSolver.newton.absoluteTolerance = 1e-10
+        s.staticSolver.newton.relativeTolerance = 1e-14
+        s.staticSolver.newton.maxIterations = 50
+        s.staticSolver.numberOfLoadSteps = 1
+        s.staticSolver.useLoadFactor = False
+        s.staticSolver.verboseMode = 0
+        s.linearSolverType = exu.LinearSolverType.EXUdense
+        if not mbs.SolveStatic(s):
+            raise RuntimeError("Exudyn static solver did not converge")
+        q = np.array(mbs.systemData.GetODE2Coordinates(configuration=Cur))
+    else:
+        if r_start is None:
+            native = build_exudyn(axle.model, axle.exc, axle.load_time["static"], "native")
+            r_start = solve_static(native)
+        set_state_from_r(axle, np.asarray(r_start), Init)
+        q = np.array(mbs.systemData.GetODE2Coordinates(configuration=Init))
+        res = _Residual(axle)
+        for it in range(max_iter):
+            f = res(q)
+            if np.max(np.abs(f)) <= tol:
+                break
+            q = q - np.linalg.solve(res.jacobian(q), f)
+        else:
+            raise RuntimeError(f"Newton on Exudyn's residual did not converge "
+                               f"(residual {np.max(np.abs(f)):.3g})")
+        axle.newton_iterations = it
+        mbs.systemData.SetODE2Coordinates(q.tolist(), configuration=Cur)
+    mbs.systemData.SetODE2Coordinates(q.tolist(), configuration=Init)
+    mbs.systemData.SetODE2Coordinates_t([0.0] * len(q), configuration=Init)
+    mbs.systemData.SetODE2Coordinates_t([0.0] * len(q), configuration=Cur)
+    return state_as_r(axle)
