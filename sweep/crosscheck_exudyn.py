@@ -43,9 +43,14 @@ inside the functions, so :mod:`sweep` imports without it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
+VERBOSE = 0
+NEWTON_RTOL = 1e-6
+NEWTON_ATOL = 1e-2
+SYSTEM_WIDE = False
 
 from kernels.model import DIRECTIONS, Model  # noqa: F401  (DIRECTIONS: documentation)
 
@@ -116,7 +121,23 @@ def matrix_to_rotation_vector(R):
     return s * (np.arctan2(ns, c) / ns)
 
 
-def _bushing_force_function(model, i):
+def _rotation_vector_of_rxyz(a0, a1, a2):
+    """Rotation vector [rad] of the rotation Rx(a0) Ry(a1) Rz(a2) (Exudyn's Tait-Bryan
+    angles), written with scalar math for speed (called in user functions)."""
+    c0, s0, c1, s1, c2, s2 = (math.cos(a0), math.sin(a0), math.cos(a1), math.sin(a1),
+                              math.cos(a2), math.sin(a2))
+    # R = Rx Ry Rz
+    r00, r01, r02 = c1 * c2, -c1 * s2, s1
+    r10, r11, r12 = c0 * s2 + s0 * s1 * c2, c0 * c2 - s0 * s1 * s2, -s0 * c1
+    r20, r21, r22 = s0 * s2 - c0 * s1 * c2, s0 * c2 + c0 * s1 * s2, c0 * c1
+    sx, sy, sz = 0.5 * (r21 - r12), 0.5 * (r02 - r20), 0.5 * (r10 - r01)
+    c = 0.5 * (r00 + r11 + r22 - 1.0)
+    ns = math.sqrt(sx * sx + sy * sy + sz * sz)
+    f = 1.0 + ns * ns / 6.0 if ns < 1e-12 else math.atan2(ns, c) / ns
+    return sx * f, sy * f, sz * f
+
+
+def _bushing_force_function(model, i, cache):
     """Exudyn springForceTorqueUserFunction with the kernels' bushing law (bushing i).
 
     Exudyn passes, in marker 1's frame (its joint-0 frame), the relative
@@ -125,13 +146,14 @@ def _bushing_force_function(model, i):
     returns force and torque on body 1 in that frame [N, N m]:
     ``k_scale (k e + curve_k(e)) + c_scale (c rate + curve_c(rate)) + preload``
     with ``e = (d, theta) - offset`` and theta the rotation vector.
+    ``cache[i]`` receives (d, force) for the reaction-moment connector.
     """
-    k = np.asarray(model.bu_k[i], float)
-    c = np.asarray(model.bu_c[i], float)
+    k = [float(x) for x in np.asarray(model.bu_k[i]) * np.asarray(model.bu_k_scale[i])]
+    c = [float(x) for x in np.asarray(model.bu_c[i]) * np.asarray(model.bu_c_scale[i])]
     ks = np.asarray(model.bu_k_scale[i], float)
     cs = np.asarray(model.bu_c_scale[i], float)
-    pre = np.asarray(model.bu_preload[i], float)
-    off = np.asarray(model.bu_offset[i], float)
+    pre = [float(x) for x in np.asarray(model.bu_preload[i])]
+    off = [float(x) for x in np.asarray(model.bu_offset[i])]
     kc = {kk: np.asarray(v)[i] for kk, v in model.bu_k_curve.items()}
     cc = {kk: np.asarray(v)[i] for kk, v in model.bu_c_curve.items()}
     kdirs = [j for j in range(6) if np.any(kc["coef"][j] != 0)]
@@ -139,38 +161,42 @@ def _bushing_force_function(model, i):
 
     def uf(mbs, t, itemNumber, displacement, rotation, velocity, angularVelocity,
            stiffness, damping, rotJ0, rotJ1, offset):
-        theta = matrix_to_rotation_vector(rotxyz_to_matrix(rotation))
-        e = np.concatenate([displacement, theta]) - off
-        rate = np.concatenate([velocity, angularVelocity])
-        el = k * e
-        dm = c * rate
+        th = _rotation_vector_of_rxyz(rotation[0], rotation[1], rotation[2])
+        e = [displacement[0] - off[0], displacement[1] - off[1], displacement[2] - off[2],
+             th[0] - off[3], th[1] - off[4], th[2] - off[5]]
+        rate = [velocity[0], velocity[1], velocity[2],
+                angularVelocity[0], angularVelocity[1], angularVelocity[2]]
+        f = [k[j] * e[j] + c[j] * rate[j] + pre[j] for j in range(6)]
         for j in kdirs:
-            el[j] += _curve_eval(kc, j, e[j])
+            f[j] += ks[j] * _curve_eval(kc, j, e[j])
         for j in cdirs:
-            dm[j] += _curve_eval(cc, j, rate[j])
-        return (ks * el + cs * dm + pre).tolist()
+            f[j] += cs[j] * _curve_eval(cc, j, rate[j])
+        cache[i] = (displacement, f)
+        return f
     return uf
 
 
-def _reaction_moment_function(main, node1, rot1):
-    """User function of the auxiliary connector ground -> body 2 of a matched bushing.
+def _reaction_moment_function(i, cache, node1, rot1):
+    """User function of the auxiliary connector ground -> body 2 of matched bushing i.
 
     Returns the torque (joint-0 = vehicle frame) whose reaction on body 2 is
-    d x F [N m]: d = pm2 - pm1 and F = the main bushing's force on body 1,
-    both from Exudyn's outputs of the main connector at the current state.
+    d x F [N m]: d = pm2 - pm1 and F = the main bushing's force on body 1.
+    Both come from ``cache[i]``, written by the main connector's user function
+    in the same residual evaluation (Exudyn evaluates the connectors in the
+    order they were added; the main bushings come first). Exudyn's numerical
+    Jacobian of this connector misses the dependence on the main bushing's
+    coordinates (used only for Newton iteration matrices, not for results).
     """
     import exudyn as exu
     OT = exu.OutputVariableType
 
     def uf(mbs, t, itemNumber, displacement, rotation, velocity, angularVelocity,
            stiffness, damping, rotJ0, rotJ1, offset):
-        d = np.asarray(mbs.GetObjectOutput(main, OT.DisplacementLocal))
-        F = np.asarray(mbs.GetObjectOutput(main, OT.ForceLocal))
+        d, F = cache[i]
         Rm = rot1 if node1 is None else (
             np.asarray(mbs.GetNodeOutput(node1, OT.RotationMatrix)).reshape(3, 3) @ rot1)
-        return [0.0, 0.0, 0.0] + (-(Rm @ np.cross(d, F))).tolist()
+        return [0.0, 0.0, 0.0] + (-(Rm @ np.cross(d, F[:3]))).tolist()
     return uf
-
 
 def _np_tree(d):
     return {k: np.asarray(v) for k, v in d.items()}
@@ -195,6 +221,7 @@ class ExudynAxle:
     load_time: dict         # {"static": t or None}: time at which u is frozen in a static solve
     formulation: str = "matched"
     exc: Any = None
+    sensors: dict = dataclasses.field(default_factory=dict)
     newton_iterations: int = 0
     sensors: dict = dataclasses.field(default_factory=dict)
 
@@ -307,6 +334,7 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
     bu = []
     nb = len(topo.bushing_names)
     markers_bu = []
+    cache = [None] * nb
     for i in range(nb):
         s1, s2 = (int(x) for x in topo.bushing_bodies[i])
         mk0 = marker(s1, model.bu_pos1[i])
@@ -321,7 +349,7 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
                 stiffness=np.diag(k), damping=np.diag(c), offset=off.tolist(), **common)))
         elif formulation == "matched":
             bu.append(mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
-                springForceTorqueUserFunction=_bushing_force_function(model, i), **common)))
+                springForceTorqueUserFunction=_bushing_force_function(model, i, cache), **common)))
         else:
             raise ValueError(f"formulation = {formulation!r} is not 'native' or 'matched'")
     if formulation == "matched":
@@ -338,7 +366,7 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
             mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
                 name=topo.bushing_names[i] + "/moment", markerNumbers=[g0, b2],
                 springForceTorqueUserFunction=_reaction_moment_function(
-                    bu[i], None if s1 == m else nodes[s1], np.asarray(model.bu_rot1[i], float))))
+                    i, cache, None if s1 == m else nodes[s1], np.asarray(model.bu_rot1[i], float))))
 
     pp = []
     npp = len(topo.p2p_names)
@@ -394,10 +422,32 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
                                                  bodyFixed=False, loadVectorUserFunction=uf_torque))
             loads_idx[side] = (lf, lt)
 
+    # sensors for time integration: wheel poses and the body-1 frames of the
+    # reference bushings (the bushing force is rotated to the vehicle frame)
+    import exudyn as exu_
+    OT = exu_.OutputVariableType
+    sensors = {}
+    for si, side in enumerate(("left", "right")):
+        n = nodes[int(topo.wheel_slots[si])]
+        sensors[("wheel_position", side)] = mbs.AddSensor(ei.SensorNode(
+            nodeNumber=n, outputVariableType=OT.Position, storeInternal=True, writeToFile=False))
+        sensors[("wheel_rotation", side)] = mbs.AddSensor(ei.SensorNode(
+            nodeNumber=n, outputVariableType=OT.RotationMatrix, storeInternal=True, writeToFile=False))
+    for side, name in (topo.tables.get("reference_bushings") or {}).items():
+        i = topo.bushing_names.index(name)
+        s1 = int(topo.bushing_bodies[i, 0])
+        sensors[("bushing_force", side)] = mbs.AddSensor(ei.SensorObject(
+            objectNumber=bu[i], outputVariableType=OT.ForceLocal, storeInternal=True,
+            writeToFile=False))
+        if s1 < m:
+            sensors[("bushing_body_rotation", side)] = mbs.AddSensor(ei.SensorNode(
+                nodeNumber=nodes[s1], outputVariableType=OT.RotationMatrix, storeInternal=True,
+                writeToFile=False))
+
     mbs.Assemble()
     return ExudynAxle(SC, mbs, model, bodies, nodes, bu,
                       np.asarray(model.bu_rot1, float), np.asarray(topo.bushing_bodies[:, 0]),
-                      pp, loads_idx, load_time, formulation, exc)
+                      pp, loads_idx, load_time, formulation, exc, sensors)
 
 
 # --------------------------------------------------------------------------- state access
@@ -561,3 +611,150 @@ def solve_static(axle: ExudynAxle, t_static=None, r_start=None, tol=1e-7, max_it
     mbs.systemData.SetODE2Coordinates_t([0.0] * len(q), configuration=Init)
     mbs.systemData.SetODE2Coordinates_t([0.0] * len(q), configuration=Cur)
     return state_as_r(axle)
+
+
+# --------------------------------------------------------------------------- time integration
+
+
+def simulate(axle: ExudynAxle, t0, t1, h, spectral_radius=0.9, sample=1e-3):
+    """Integrate from rest at Exudyn's initial state (the static equilibrium of
+    :func:`solve_static`) with Exudyn's generalized-alpha integrator, fixed step h [s].
+
+    Returns a dict of samples on ``t = t0 + k * sample`` [s]:
+    ``wheel_centre`` (nt, 2, 3) [m], ``toe``, ``camber`` (nt, 2) [rad] and,
+    if the model names reference bushings, ``bushing_force`` (nt, 2, 3) [N]
+    (force on the bushing's first body, vehicle frame).
+    """
+    import exudyn as exu
+    mbs = axle.mbs
+    axle.load_time["static"] = None
+    n_steps = int(round((t1 - t0) / h))
+    s = exu.SimulationSettings()
+    s.solutionSettings.writeSolutionToFile = False
+    s.solutionSettings.sensorsWritePeriod = h
+    s.timeIntegration.startTime = t0
+    s.timeIntegration.endTime = t1
+    s.timeIntegration.numberOfSteps = n_steps
+    s.timeIntegration.verboseMode = VERBOSE
+    s.timeIntegration.generalizedAlpha.spectralRadius = spectral_radius
+    s.timeIntegration.generalizedAlpha.computeInitialAccelerations = True
+    s.timeIntegration.newton.useModifiedNewton = True
+    s.timeIntegration.newton.relativeTolerance = NEWTON_RTOL
+    s.timeIntegration.newton.absoluteTolerance = NEWTON_ATOL
+    s.timeIntegration.newton.maxIterations = 30
+    s.timeIntegration.adaptiveStep = False
+    if axle.formulation == "matched":
+        # the auxiliary reaction-moment connectors depend on the main bushings'
+        # coordinates: only a system-wide difference Jacobian sees that
+        s.timeIntegration.newton.numericalDifferentiation.doSystemWideDifferentiation = SYSTEM_WIDE
+    s.linearSolverType = exu.LinearSolverType.EXUdense
+    s.displayStatistics = False
+    mbs.SolveDynamic(s, storeSolver=True)
+
+    t_out = t0 + sample * np.arange(int(round((t1 - t0) / sample)) + 1)
+
+    def series(key):
+        data = np.asarray(mbs.GetSensorStoredData(axle.sensors[key]))
+        # one row per step (plus the initial state); exact times t0 + k h
+        k = np.round((data[:, 0] - t0) / h).astype(int)
+        idx = np.searchsorted(k, np.round((t_out - t0) / h).astype(int))
+        return data[np.minimum(idx, len(k) - 1), 1:]
+
+    out = {"time": t_out}
+    sides = ("left", "right")
+    out["wheel_centre"] = np.stack([series(("wheel_position", sd)) for sd in sides], 1)
+    Rw = np.stack([series(("wheel_rotation", sd)).reshape(-1, 3, 3) for sd in sides], 1)
+    tc = np.array([[toe_camber_from_matrix(Rw[i, j], sd) for j, sd in enumerate(sides)]
+                   for i in range(len(t_out))])
+    out["toe"], out["camber"] = tc[..., 0], tc[..., 1]
+    names = axle.model.topology.bushing_names
+    ref = axle.model.topology.tables.get("reference_bushings") or {}
+    if ref:
+        forces = []
+        for sd in sides:
+            i = names.index(ref[sd])
+            f = series(("bushing_force", sd))
+            rot1 = axle.bushing_rot1[i]
+            if ("bushing_body_rotation", sd) in axle.sensors:
+                R = series(("bushing_body_rotation", sd)).reshape(-1, 3, 3)
+                forces.append(np.einsum("nij,jk,nk->ni", R, rot1, f))
+            else:
+                forces.append(f @ rot1.T)
+        out["bushing_force"] = np.stack(forces, 1)
+    return out
+
+
+# --------------------------------------------------------------------------- linearisation
+
+
+def exudyn_state_matrix(axle: ExudynAxle, own_jacobian=None):
+    """State matrix (2n, 2n) of Exudyn's linearisation at its initial state (the
+    static equilibrium after :func:`solve_static`), in Exudyn's coordinates.
+
+    ``own_jacobian``: True -> Exudyn's own ``ComputeLinearizedSystem`` (M, K, D
+    from Exudyn's Jacobian); False -> Exudyn's mass matrix and central
+    differences of Exudyn's residual w.r.t. coordinates and rates. Default:
+    own for ``native``; differences for ``matched`` (Exudyn's connector-wise
+    Jacobian misses the auxiliary moments' cross terms). Units 1/s.
+    """
+    import exudyn as exu
+    mbs = axle.mbs
+    if own_jacobian is None:
+        own_jacobian = axle.formulation == "native"
+    Init, Cur = exu.ConfigurationType.Initial, exu.ConfigurationType.Current
+    q0 = np.array(mbs.systemData.GetODE2Coordinates(configuration=Init))
+    n = len(q0)
+    if own_jacobian:
+        axle.load_time["static"] = axle.load_time["static"] if axle.load_time["static"] is not None else 0.0
+        M, K, D = mbs.ComputeLinearizedSystem()
+        M, K, D = (np.asarray(x) for x in (M, K, D))
+        Minv = np.linalg.inv(M)
+        return np.block([[np.zeros((n, n)), np.eye(n)], [-Minv @ K, -Minv @ D]])
+    res = _Residual(axle)
+    Kq = res.jacobian(q0)
+    Dq = res.jacobian(q0, wrt="q_t")
+    mbs.systemData.SetODE2Coordinates(q0.tolist(), configuration=Cur)
+    M = res.mass_matrix()
+    Minv = np.linalg.inv(M)
+    return np.block([[np.zeros((n, n)), np.eye(n)], [Minv @ Kq, Minv @ Dq]])
+
+
+def _jit_linearise():
+    import jax
+    from kernels.dynamics import linearise
+    global _LINEARISE
+    if _LINEARISE is None:
+        _LINEARISE = jax.jit(linearise)
+    return _LINEARISE
+
+
+_LINEARISE = None
+
+
+def our_state_matrix(model, r_eq, u):
+    """State matrix (12 m, 12 m) of the kernels' linearisation at rest at r_eq:
+    [[0, K], [J_r, J_v]] (d(K v)/dr = 0 at v = 0), units 1/s."""
+    import jax.numpy as jnp
+    import scipy.linalg
+    m = model.topology.n_bodies
+    r = jnp.asarray(r_eq)
+    lin = _jit_linearise()(model, r, jnp.zeros_like(r), jnp.asarray(u))
+    K = scipy.linalg.block_diag(*np.asarray(lin.K))
+    n = 6 * m
+    return np.block([[np.zeros((n, n)), K], [np.asarray(lin.J_r), np.asarray(lin.J_v)]])
+
+
+def oscillatory_eigenvalues(A, f_max=100.0):
+    """Eigenvalues with Im > 0 and |lambda| < 2 pi f_max, sorted by |lambda| [1/s]."""
+    lam = np.linalg.eigvals(A)
+    sel = (lam.imag > 1e-9 * np.abs(lam)) & (np.abs(lam) < 2 * np.pi * f_max)
+    lam = lam[sel]
+    return lam[np.argsort(np.abs(lam))]
+
+
+def match_eigenvalues(ours, theirs):
+    """For each of our eigenvalues the nearest of theirs: (theirs_matched, rel. distance)."""
+    theirs = np.asarray(theirs)
+    idx = [int(np.argmin(np.abs(theirs - lam))) for lam in ours]
+    matched = theirs[idx]
+    return matched, np.abs(matched - ours) / np.abs(ours)
