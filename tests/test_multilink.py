@@ -200,3 +200,17 @@ def test_step_response_oscillates_and_settles_at_a_few_mm(step_runs):
     assert peaks[0] > 0.3 * abs(final), "overshoot of a weakly damped oscillation"
     assert peaks[8:12].max() < 0.5 * peaks[:4].max(), f"decays: peaks {peaks[:12]}"
     assert np.abs(x[t > 5.9] - final).max() < 0.02 * abs(final), "settled by 6 s"
+
+
+def test_bad_multilink_config_names_the_field(ml_cfg):
+    import copy
+    from kernels.model import ModelError
+    from sweep.model_builder import build_tables
+    cfg = copy.deepcopy(ml_cfg)
+    cfg["per_side"]["bushings"]["trailing_link_subframe"]["bodies"] = ["trailing_link", "subfame"]
+    with pytest.raises(ModelError, match=r"model.bushings.trailing_link_subframe_left.bodies = 'subfame' is not a body"):
+        build_tables(cfg)
+    cfg = copy.deepcopy(ml_cfg)
+    cfg["reference_bushing"] = "trailing_link_body"
+    with pytest.raises(ModelError, match=r"model.reference_bushing = 'trailing_link_body': no bushing"):
+        build_tables(cfg)
