@@ -13,9 +13,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from kernels import forces
-from kernels.rotations import euler_to_matrix, kinematic_matrix_blocks, skew
+from kernels import blocks, forces
+from kernels.rotations import euler_to_matrix, kinematic_matrix_blocks, mm, mv, skew
 
 
 class Linearisation(NamedTuple):
@@ -63,7 +64,7 @@ def newton_euler(model, v, Q):
     (body frame).
     """
     w = v[:, 3:]
-    Iw = jnp.einsum("mij,mj->mi", model.inertia, w)
+    Iw = mv(model.inertia, w)
     wdot = jnp.linalg.solve(model.inertia, (Q[:, 3:] - jnp.cross(w, Iw))[..., None])[..., 0]
     return jnp.concatenate([Q[:, :3] / model.mass[:, None], wdot], axis=1)
 
@@ -73,65 +74,169 @@ def q_fn(model, r, v, u):
     return newton_euler(model, v, generalised_forces(model, r, v, u))
 
 
-def _element_jacobian_blocks(model, r, v):
-    """Sum of element-local Jacobians dQ/dx as (m+1, m+1, 6, 12) body blocks, and Q."""
+class BlockLinearisation(NamedTuple):
+    """q and its Jacobians (eqs. 4-5) in block-sparse form on the model's
+    :func:`kernels.blocks.model_pattern` (slot n = dump slot for ground).
+
+    J_r = Minv G_r, J_v = Minv G_v, J_u = Minv G_u, where G = dQ/dx are the
+    derivatives of the generalised forces (before Newton/Euler).
+    """
+    q: jax.Array        # (n,)  n = 6 m  [accelerations]
+    G_r: jax.Array      # (slots + 1, 6, 6)  dQ/dr  [N/m, N, N m/rad]
+    G_v: jax.Array      # (slots + 1, 6, 6)  dQ/dv  [N s/m, ...]
+    G_u: jax.Array      # (2, 6, 12)  dQ/du of the two wheel bodies
+    M: jax.Array        # (m, 6, 6)  body mass matrices diag(m I, I_body)
+    Minv: jax.Array     # (m, 6, 6)  their inverses
+    K: jax.Array        # (m, 6, 6)  blocks of K(r) at the linearisation state
+
+
+def _element_slots(pattern, bodies, m):
+    """Static split of a group: (subset, wrt, slots) per kind of element.
+
+    kind "pair": both bodies free, Jacobian w.r.t. both (slots 11, 12, 21, 22);
+    "ground2" / "ground1": one body is the ground, Jacobian w.r.t. the free
+    body only (slot of its diagonal block)."""
+    out = []
+    pair = np.nonzero((bodies[:, 0] != m) & (bodies[:, 1] != m))[0]
+    g2 = np.nonzero((bodies[:, 0] != m) & (bodies[:, 1] == m))[0]
+    g1 = np.nonzero((bodies[:, 0] == m) & (bodies[:, 1] != m))[0]
+    if len(pair):
+        i, j = bodies[pair, 0], bodies[pair, 1]
+        sl = [np.array([pattern.slot(a, b) for a, b in zip(ii, jj)], np.int32)
+              for ii, jj in ((i, i), (i, j), (j, i), (j, j))]
+        out.append(("pair", pair, sl))
+    if len(g2):
+        out.append(("ground2", g2, [np.array([pattern.slot(a, a) for a in bodies[g2, 0]], np.int32)]))
+    if len(g1):
+        out.append(("ground1", g1, [np.array([pattern.slot(b, b) for b in bodies[g1, 1]], np.int32)]))
+    return out
+
+
+def _element_jac(fn, free):
+    """(prm, x1, x2) -> ((g1, g2), d_1, ...): for each free body b in ``free``
+    (0 or 1), d_b = (dg1/dx_b, dg2/dx_b) as (6, 12) blocks over (r_b, v_b)."""
+    def per_part(prm, x1, x2):
+        parts = [(x1[:6], x1[6:]), (x2[:6], x2[6:])]
+
+        def f(*flat):
+            (a_r, a_v), (b_r, b_v) = (flat[0], flat[1]), (flat[2], flat[3])
+            return fn(prm, jnp.concatenate([a_r, a_v]), jnp.concatenate([b_r, b_v]))
+        flat = [parts[0][0], parts[0][1], parts[1][0], parts[1][1]]
+        g = fn(prm, x1, x2)
+        out = []
+        for b in free:
+            def fr(rb, b=b):
+                a = list(flat)
+                a[2 * b] = rb
+                return f(*a)
+
+            def fv(vb, b=b):
+                a = list(flat)
+                a[2 * b + 1] = vb
+                return f(*a)
+            jr = jax.jacfwd(fr)(flat[2 * b])        # ((6, 6), (6, 6)): dg1/dr_b, dg2/dr_b
+            jv = jax.jacfwd(fv)(flat[2 * b + 1])
+            out.append(tuple(jnp.concatenate([jr[k], jv[k]], axis=1) for k in (0, 1)))
+        return (g, *out)
+    return per_part
+
+
+def _element_jacobians(model, r, v):
+    """Element-local Jacobians dQ/dx scattered into pattern slots (slots + 1, 6, 12), and Q (m, 6).
+
+    Each element is differentiated (forward mode) w.r.t. the 12 states of its
+    free bodies only; groups are vectorised per element type (method.md eq. 5)."""
     topo = model.topology
     m = topo.n_bodies
+    pattern = blocks.model_pattern(topo)
     x = _states_with_ground(r, v)
-    blocks = jnp.zeros((m + 1, m + 1, 6, 12), r.dtype)
-    Q = jnp.zeros((m + 1, 6), r.dtype)
+    dG, dG_slots, gQ, gQ_bodies = [], [], [], []
     for _, fn, params, attr in forces.GROUPS:
-        bodies = getattr(topo, attr)
+        bodies = np.asarray(getattr(topo, attr))
         if len(bodies) == 0:
             continue
+        prm = params(model)
+        for kind, idx, slots in _element_slots(pattern, bodies, m):
+            p = jax.tree_util.tree_map(lambda a: a[idx], prm)
+            x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]
+            # Jacobians w.r.t. coordinates and speeds in separate forward
+            # passes: speed tangents only run through the velocity-dependent
+            # part of the element (rates, damping), not its kinematics
+            if kind == "pair":
+                (g1, g2), d1, d2 = jax.vmap(_element_jac(fn, (0, 1)))(p, x1, x2)
+                dG += [d1[0], d2[0], d1[1], d2[1]]
+                dG_slots += list(slots)
+                gQ += [g1, g2]
+                gQ_bodies += [bodies[idx, 0], bodies[idx, 1]]
+            elif kind == "ground2":
+                (g1, _), d1 = jax.vmap(_element_jac(fn, (0,)))(p, x1, x2)
+                dG.append(d1[0])
+                dG_slots += list(slots)
+                gQ.append(g1)
+                gQ_bodies.append(bodies[idx, 0])
+            else:
+                (_, g2), d2 = jax.vmap(_element_jac(fn, (1,)))(p, x1, x2)
+                dG.append(d2[1])
+                dG_slots += list(slots)
+                gQ.append(g2)
+                gQ_bodies.append(bodies[idx, 1])
+    G = blocks.StaticSum(np.concatenate(dG_slots), pattern.n + 1)(jnp.concatenate(dG))
+    Q = blocks.StaticSum(np.concatenate(gQ_bodies), m)(jnp.concatenate(gQ))
+    return G, Q
 
-        def with_aux(prm, x1, x2, fn=fn):
-            g = fn(prm, x1, x2)
-            return g, g
-        jac, (g1, g2) = jax.vmap(jax.jacfwd(with_aux, argnums=(1, 2), has_aux=True))(
-            params(model), x[bodies[:, 0]], x[bodies[:, 1]])
-        (d11, d12), (d21, d22) = jac
-        i, j = bodies[:, 0], bodies[:, 1]
-        blocks = (blocks.at[i, i].add(d11).at[i, j].add(d12)
-                  .at[j, i].add(d21).at[j, j].add(d22))
-        Q = Q.at[i].add(g1).at[j].add(g2)
-    return blocks[:m, :m], Q[:m]
+
+def mass_matrices(model):
+    """Body mass matrices diag(m I3, I_body) (m, 6, 6) and their inverses."""
+    m = model.topology.n_bodies
+    dt = model.mass.dtype
+    M = jnp.zeros((m, 6, 6), dt).at[:, :3, :3].set(jnp.eye(3, dtype=dt) * model.mass[:, None, None])
+    M = M.at[:, 3:, 3:].set(model.inertia)
+    Minv = jnp.zeros((m, 6, 6), dt).at[:, :3, :3].set(jnp.eye(3, dtype=dt) / model.mass[:, None, None])
+    Minv = Minv.at[:, 3:, 3:].set(jnp.linalg.inv(model.inertia))
+    return M, Minv
 
 
-def _blocks_to_dense(blocks):
-    m = blocks.shape[0]
-    return blocks.transpose(0, 2, 1, 3).reshape(6 * m, 6 * m)
-
-
-def linearise(model, r, v, u):
-    """q, J_r, J_v, J_u (eqs. 4-5) and K(r), from element-local Jacobians."""
+def linearise_blocks(model, r, v, u) -> BlockLinearisation:
+    """q, dQ/dr, dQ/dv, dQ/du (eqs. 4-5) in block-sparse form, and K(r)."""
     topo = model.topology
     m = topo.n_bodies
-    blocks, Q = _element_jacobian_blocks(model, r, v)
+    pattern = blocks.model_pattern(topo)
+    G, Q = _element_jacobians(model, r, v)
     Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])
     slots = topo.wheel_slots
     Q = Q.at[slots].add(_wheel_loads(model, r, u))
     # wheel torques R^T M depend on the wheel orientation; u enters linearly
     dW_dr = jax.jacfwd(lambda rw: _wheel_loads(model, r.at[slots].set(rw), u))(r[slots])
     dW_dr = jnp.stack([dW_dr[0, :, 0], dW_dr[1, :, 1]])            # (2, 6, 6)
-    blocks = blocks.at[slots, slots, :, :6].add(dW_dr)
+    wdiag = np.array([pattern.slot(s, s) for s in np.asarray(slots)], np.int32)
+    G = G.at[wdiag, :, :6].add(dW_dr, unique_indices=True)
     dW_du = jax.jacfwd(lambda uu: _wheel_loads(model, r, uu))(u)    # (2, 6, 2, 6)
+    G_u = jnp.stack([dW_du[0, :, :, :].reshape(6, 12), dW_du[1, :, :, :].reshape(6, 12)])
 
-    # Newton/Euler: q = Minv (Q - gyro(w)); dq/dx = Minv (dQ/dx - dgyro/dx)
+    # gyroscopic term of Euler's equation: d(-w x I w)/dw on the diagonal
     w = v[:, 3:]
-    Iw = jnp.einsum("mij,mj->mi", model.inertia, w)
-    I = model.inertia
-    dgyro_dw = skew(w) @ I - skew(Iw)
-    diag = jnp.arange(m)
-    blocks = blocks.at[diag, diag, 3:, 9:].add(-dgyro_dw)
-    Minv = jnp.zeros((m, 6, 6), r.dtype)
-    Minv = Minv.at[:, :3, :3].set(jnp.eye(3) / model.mass[:, None, None])
-    Minv = Minv.at[:, 3:, 3:].set(jnp.linalg.inv(I))
-    blocks = jnp.einsum("mij,mnjk->mnik", Minv, blocks)
-    q = jnp.einsum("mij,mj->mi", Minv, Q - jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))
-    J_r = _blocks_to_dense(blocks[..., :6])
-    J_v = _blocks_to_dense(blocks[..., 6:])
-    J_u = jnp.zeros((m, 6, 2, 6), r.dtype).at[slots].set(
-        jnp.einsum("sij,sjtk->sitk", Minv[slots], dW_du)).reshape(6 * m, 12)
-    return Linearisation(q.reshape(-1), J_r, J_v, J_u, kinematic_matrix_blocks(r))
+    Iw = mv(model.inertia, w)
+    dgyro_dw = skew(w) @ model.inertia - skew(Iw)
+    G = G.at[pattern.diag, 3:, 9:].add(-dgyro_dw, unique_indices=True)
+    M, Minv = mass_matrices(model)
+    q = mv(Minv, Q - jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))
+    return BlockLinearisation(q.reshape(-1), G[..., :6], G[..., 6:], G_u, M, Minv,
+                              kinematic_matrix_blocks(r))
 
+
+def dense_linearisation(model, bl: BlockLinearisation) -> Linearisation:
+    """Dense view (J = Minv G) of a block linearisation."""
+    topo = model.topology
+    m = topo.n_bodies
+    pattern = blocks.model_pattern(topo)
+    Minv_s = bl.Minv[pattern.rows]
+    J_r = blocks.to_dense(pattern, mm(Minv_s, bl.G_r[: pattern.n]))
+    J_v = blocks.to_dense(pattern, mm(Minv_s, bl.G_v[: pattern.n]))
+    slots = topo.wheel_slots
+    J_u = jnp.zeros((m, 6, 12), bl.q.dtype).at[slots].set(mm(bl.Minv[slots], bl.G_u)).reshape(6 * m, 12)
+    return Linearisation(bl.q, J_r, J_v, J_u, bl.K)
+
+
+def linearise(model, r, v, u):
+    """q, J_r, J_v, J_u (eqs. 4-5) and K(r), dense, from element-local Jacobians."""
+    return dense_linearisation(model, linearise_blocks(model, r, v, u))

@@ -9,12 +9,22 @@ linearisation, so that the integrator (:mod:`kernels.lsrt2`) is written once:
 ``jr(lin, x)``, ``jv(lin, x)``, ``ju(lin, du)``   J_r x, J_v x, J_u du
 
 ``DENSE`` works on the dense (n, n) Jacobians of
-:func:`kernels.dynamics.linearise` with a partially pivoted LU.
+:func:`kernels.dynamics.linearise` with a partially pivoted LU (used by the
+analytic test problems). For the multibody model, :func:`model_solver`
+returns solvers on the block-sparse :class:`kernels.dynamics.BlockLinearisation`:
+``"block"`` (block LU in the elimination order of :mod:`kernels.blocks`) or
+``"dense"`` (the same mass-scaled matrix assembled dense, partially pivoted
+LU). Both share the block-sparse Jacobian products.
 """
+import functools
 from typing import Callable, NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import lu_factor, lu_solve
+
+from kernels import blocks
+from kernels.rotations import mm, mv
 
 GAMMA = 1.0 - 2.0 ** 0.5 / 2.0   # g11 = g22 of LSRT2 (Table 1)
 
@@ -50,3 +60,49 @@ DENSE = Solver(
     jv=lambda lin, x: lin.J_v @ x,
     ju=lambda lin, du: lin.J_u @ du,
 )
+
+
+def block_coefficient_matrix(pattern, lin, h):
+    """Mass-scaled eq. (11) in slots: M A = M - h g G_v - (h g)^2 G_r K, (slots, 6, 6)."""
+    hg = h * GAMMA
+    n = pattern.n
+    MA = -hg * lin.G_v[:n] - hg * hg * mm(lin.G_r[:n], lin.K[pattern.cols])
+    return MA.at[pattern.diag].add(lin.M)
+
+
+def _block_products(topology):
+    pattern = blocks.model_pattern(topology)
+    m = topology.n_bodies
+    ws = np.asarray(topology.wheel_slots)
+
+    def jmul(G):
+        return lambda lin, x: mv(lin.Minv, blocks.matvec(pattern, G(lin), x.reshape(m, 6))).reshape(-1)
+
+    def ju(lin, du):
+        y = jnp.zeros((m, 6), du.dtype).at[ws].add(mv(lin.G_u, du))
+        return mv(lin.Minv, y).reshape(-1)
+    return pattern, m, jmul(lambda l: l.G_r), jmul(lambda l: l.G_v), ju
+
+
+@functools.lru_cache(maxsize=64)
+def model_solver(topology, name="block") -> Solver:
+    """Solver over :class:`kernels.dynamics.BlockLinearisation` of one model structure."""
+    pattern, m, jr, jv, ju = _block_products(topology)
+
+    def scaled_rhs(lin, b):
+        return mv(lin.M, b.reshape(m, 6))
+    if name == "block":
+        elim = blocks.model_elimination(topology)
+        return Solver(
+            name="block",
+            factor=lambda lin, h: (blocks.factor(elim, block_coefficient_matrix(pattern, lin, h)), lin.M),
+            solve=lambda fac, b: blocks.solve(elim, fac[0], mv(fac[1], b.reshape(m, 6))).reshape(-1),
+            jr=jr, jv=jv, ju=ju)
+    if name == "dense":
+        return Solver(
+            name="dense",
+            factor=lambda lin, h: (lu_factor(blocks.to_dense(pattern, block_coefficient_matrix(pattern, lin, h))),
+                                   lin.M),
+            solve=lambda fac, b: lu_solve(fac[0], mv(fac[1], b.reshape(m, 6)).reshape(-1)),
+            jr=jr, jv=jv, ju=ju)
+    raise ValueError(f"solver = {name!r} is not one of dense, block")

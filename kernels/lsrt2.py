@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels import linsolve
+from kernels.rotations import mv
 
 # Table 1 (s = 2)
 GAMMA = linsolve.GAMMA               # g11 = g22 = 1 - sqrt(2)/2
@@ -41,7 +42,7 @@ class System(NamedTuple):
 
 def _kmul(K, x):
     m = K.shape[0]
-    return jnp.einsum("mij,mj->mi", K, x.reshape(m, 6)).reshape(-1)
+    return mv(K, x.reshape(m, 6)).reshape(-1)
 
 
 coefficient_matrix = linsolve.dense_coefficient_matrix   # eq. (11), dense

@@ -9,6 +9,30 @@ frame, angular velocity in the body frame. Angles in rad, rates in rad/s.
 import jax.numpy as jnp
 
 
+# Small dense products written as unrolled multiply-adds: under vmap over
+# thousands of variants, XLA turns these into flat elementwise loops, while
+# dot_general on 3x3 / 6x6 operands runs one tiny matrix product per batch
+# element (measured ~8x slower, BENCHMARKS.md).
+def mv(A, x):
+    """A @ x over the last two / last axis (any leading batch axes)."""
+    return sum(A[..., :, j] * x[..., j, None] for j in range(A.shape[-1]))
+
+
+def mtv(A, x):
+    """A^T @ x over the last two / last axis."""
+    return sum(A[..., j, :] * x[..., j, None] for j in range(A.shape[-2]))
+
+
+def mm(A, B):
+    """A @ B over the last two axes."""
+    return sum(A[..., :, j, None] * B[..., j, None, :] for j in range(A.shape[-1]))
+
+
+def mtm(A, B):
+    """A^T @ B over the last two axes."""
+    return sum(A[..., j, :, None] * B[..., j, None, :] for j in range(A.shape[-2]))
+
+
 def skew(w):
     """Cross-product matrix: ``skew(w) @ x == cross(w, x)``."""
     z = jnp.zeros_like(w[..., 0])
@@ -68,7 +92,7 @@ def kinematic_matrix_blocks(r):
 
 def coordinate_rates(r, v):
     """dr/dt = K(r) v (eq. 1a), for r, v of shape (m, 6)."""
-    rot = jnp.einsum("mij,mj->mi", euler_rate_matrix(r[:, 3:]), v[:, 3:])
+    rot = mv(euler_rate_matrix(r[:, 3:]), v[:, 3:])
     return jnp.concatenate([v[:, :3], rot], axis=1)
 
 

@@ -1,31 +1,26 @@
 """Bind a model and an excitation into the integrator's system interface."""
 from kernels import linsolve, loads
-from kernels.dynamics import linearise, q_fn
+from kernels.dynamics import linearise_blocks, q_fn
 from kernels.lsrt2 import System
 from kernels.rotations import coordinate_rates
 
+SOLVERS = ("block", "dense")
 
-SOLVERS = ("dense",)
 
-
-def model_system(model, exc, solver="dense") -> System:
+def model_system(model, exc, solver="block") -> System:
     """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.lsrt2`.
 
-    ``solver``: how eq. (11) is stored and factorised, one of ``SOLVERS``."""
+    ``solver``: how eq. (11) is factorised, one of ``SOLVERS`` (block LU in
+    the elimination order of the body graph, or dense partially pivoted LU);
+    both use the block-sparse linearisation."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
-
-    def lin(r, v, u):
-        L = linearise(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6))
-        return L
-
     return System(
-        linearise=lin,
+        linearise=lambda r, v, u: linearise_blocks(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)),
         q=lambda r, v, u: q_fn(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)).reshape(-1),
         rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6)).reshape(-1),
         u=lambda t: loads.u_at(exc, t).reshape(-1),
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
-        solver=linsolve.DENSE,
+        solver=linsolve.model_solver(model.topology, solver),
     )
-

@@ -53,7 +53,7 @@ def select_bushings(patterns, names):
     return idx
 
 
-def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="dense"):
+def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block"):
     """jit(vmap(variant)) : thetas (C, P) -> (channels, status, eq_iterations)."""
     channels = make_channels(bushing_idx)
     u0 = loads.u_at(exc, t0)
@@ -115,7 +115,7 @@ def prepare(cfg):
     relin = int(integ.get("relinearise_every", 1))
     if relin < 1:
         raise ModelError(f"integrator.relinearise_every = {relin} must be >= 1")
-    solver = str(integ.get("solver", "dense"))
+    solver = str(integ.get("solver", "block"))
     if solver not in SOLVERS:
         raise ModelError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     names = model.topology.bushing_names
@@ -244,7 +244,19 @@ def _radau_chunk(job, thetas):
 
 
 def run_job(cfg, cfg_yaml, progress=None):
-    """Run (or resume) a job into its cube. Returns a summary dict."""
+    """Run (or resume) a job into its cube. Returns a summary dict.
+
+    Dispatch on the load case's kind: ``kind: kc`` (quasi-static K&C rig
+    analyses, :mod:`sweep.kc`, its own cube schema) or the default
+    ``time_response`` (LSRT2 / Radau, below)."""
+    from sweep import kc as kc_jobs
+    if kc_jobs.is_kc(cfg):
+        return kc_jobs.run_kc_job(cfg, cfg_yaml, progress)
+    return run_time_response_job(cfg, cfg_yaml, progress)
+
+
+def run_time_response_job(cfg, cfg_yaml, progress=None):
+    """Run (or resume) a time-response job (LSRT2 or Radau) into its cube."""
     job = prepare(cfg)
     job["integ"] = OmegaConf.to_container(cfg.integrator, resolve=True)
     path = str(cfg.output.path)

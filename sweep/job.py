@@ -51,7 +51,7 @@ channels = make_channels()
 
 
 @functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver"))
-def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="dense"):
+def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block"):
     """LSRT2 from rest at the equilibrium r_eq; channels at every output sample."""
     system = model_system(model, exc, solver)
     n = r_eq.size
