@@ -70,6 +70,7 @@ def test_grid_and_table_designs(tmp_path):
     ("+sweep.parameters.spring_rate.scaling=log", "sweep.parameters.spring_rate.scaling: unknown key"),
     ("sweep.parameters.spring_rate.target=spring.stiffness", "target = 'spring.stiffness' is not one of"),
     ("sweep.design=halton", "sweep.design = 'halton' is not one of"),
+    ("integrator.solver=cholesky", "integrator.solver = 'cholesky' is not one of block, dense"),
 ])
 def test_bad_sweep_config_is_one_line_before_compute(override, message, capsys, tmp_path):
     from sweep.app import main

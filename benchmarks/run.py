@@ -1,0 +1,379 @@
+"""The benchmark suite (issue: performance). One command:
+
+    .venv/bin/python benchmarks/run.py            # full suite (~20-30 min on 2 cores)
+    .venv/bin/python benchmarks/run.py --quick    # smaller batches and fewer steps (~5 min)
+
+For both axles and the longitudinal step at h = 1 ms, float64, re-linearised
+every step unless stated:
+
+* the machine's float64 peak (a large matmul, measured in the same run);
+* single-variant real-time factor (whole 0-6 s load case; compile separately),
+  block and dense solve;
+* throughput in variant-steps per second at batch 1, 64, 256, 1024, 4096,
+  block versus dense solve (integration only: every variant starts at the
+  nominal equilibrium with its own bushing-stiffness scales, 0.8-1.25);
+* floating-point operations per variant-step (XLA cost analysis of the
+  compiled step; LAPACK calls of the dense LU are not counted by XLA) and the
+  achieved fraction of the measured peak;
+* where the time of one step goes (linearisation, factorisation, solves,
+  the rest), at batch 256;
+* peak memory (max RSS) of a 4096-variant sweep job (short manoeuvre; the
+  job streams results chunk by chunk, so its memory does not grow with the
+  manoeuvre length);
+* accuracy cost (NMSE against the Radau reference, method.md section 3) of
+  the speed options: re-linearise every 2 / 4 / 8 steps, float32.
+
+Writes benchmarks/results/suite.json and rewrites the generated part of
+BENCHMARKS.md and the figures table of README.md (between the
+``<!-- bench:... -->`` markers).
+"""
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+import kernels  # noqa: F401
+from kernels import loads, lsrt2, metrics
+from kernels.system import model_system
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from single_variant import machine  # noqa: E402
+from sweep.job import equilibrium, lsrt2_run, make_channels, model_from_config, sample_grid  # noqa: E402
+from sweep.loadcase import build_excitation  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("double_wishbone", "multilink")
+PUBLISHED_RTF = {"double_wishbone": 0.59, "multilink": 0.73}
+
+
+def cfg(*p):
+    with open(os.path.join(ROOT, "configs", *p)) as f:
+        return yaml.safe_load(f)
+
+
+def best_of(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        tic = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - tic)
+    return min(times)
+
+
+def float64_peak(n=2048, repeat=5):
+    """GFLOP/s of an n x n float64 matmul (all cores, XLA's dot)."""
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float64)
+    f = jax.jit(lambda a: a @ a)
+    jax.block_until_ready(f(a))
+    return 2 * n ** 3 / best_of(lambda: f(a), repeat) / 1e9
+
+
+class Axle:
+    def __init__(self, name):
+        self.name = name
+        self.model = model_from_config(cfg("model", f"{name}.yaml"))
+        self.exc, self.t0, self.t1 = build_excitation(cfg("loadcase", "longitudinal_step.yaml"))
+        self.eq = equilibrium(self.model, loads.u_at(self.exc, self.t0))
+        assert bool(self.eq.converged), f"{name}: equilibrium did not converge"
+
+    # ------------------------------------------------------------------ single variant
+    def single(self, solver, repeat):
+        n = sample_grid(self.t0, self.t1, 1e-3, 1)
+        a = (self.model, self.exc, self.eq.r, self.t0, 1e-3)
+        kw = dict(n_samples=n, every=1, relinearise_every=1, solver=solver)
+        tic = time.perf_counter()
+        compiled = lsrt2_run.lower(*a, **kw).compile()
+        comp = time.perf_counter() - tic
+        best = best_of(lambda: compiled(*a), repeat)
+        return {"solver": solver, "compile_s": comp, "run_s": best, "steps": n - 1,
+                "real_time_factor": best / (self.t1 - self.t0), "us_per_step": 1e6 * best / (n - 1)}
+
+    # ------------------------------------------------------------------ batches
+    def batch_runner(self, solver, steps):
+        model, exc = self.model, self.exc
+        r0 = self.eq.r.reshape(-1)
+        t0 = 5.0 - steps // 2 * 1e-3          # across the step
+
+        def variant(scale):
+            m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
+            traj = lsrt2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
+                                  2, steps, 1, lambda r, v, t: r[:3])
+            return traj.outputs
+        return jax.jit(jax.vmap(variant))
+
+    def scales(self, B):
+        nb = len(self.model.topology.bushing_names)
+        return jnp.asarray(np.exp(np.random.default_rng(B).uniform(np.log(0.8), np.log(1.25), (B, nb, 1))))
+
+    def throughput(self, solver, B, steps, repeat):
+        run = self.batch_runner(solver, steps)
+        x = self.scales(B)
+        tic = time.perf_counter()
+        compiled = run.lower(x).compile()
+        comp = time.perf_counter() - tic
+        best = best_of(lambda: compiled(x), repeat)
+        return {"solver": solver, "batch": B, "steps": steps, "compile_s": comp, "run_s": best,
+                "variant_steps_per_s": B * steps / best}
+
+    def step_flops(self, solver, B=64):
+        """XLA cost analysis of one LSRT2 step (linearisation, factorisation, both stages)."""
+        f = self.one_step(solver)
+        r = jnp.broadcast_to(self.eq.r.reshape(-1), (B, self.eq.r.size))
+        ca = jax.jit(jax.vmap(f)).lower(r, jnp.zeros_like(r)).compile().cost_analysis()
+        ca = ca[0] if isinstance(ca, list) else ca
+        return ca.get("flops", float("nan")) / B, ca.get("bytes accessed", float("nan")) / B
+
+    def one_step(self, solver):
+        sysm = model_system(self.model, self.exc, solver)
+
+        def f(r, v):
+            lin = sysm.linearise(r, v, sysm.u(5.0))
+            fac = sysm.solver.factor(lin, 1e-3)
+            return lsrt2.step(sysm, lin, fac, lin.q, r, v, 5.0, 1e-3)
+        return f
+
+    def breakdown(self, solver, B, repeat):
+        """Time per variant of the parts of one step [us], batch B."""
+        sysm = model_system(self.model, self.exc, solver)
+        key = jax.random.PRNGKey(0)
+        r = self.eq.r.reshape(-1) + 1e-5 * jax.random.normal(key, (B, self.eq.r.size))
+        v = 1e-3 * jax.random.normal(jax.random.PRNGKey(1), (B, self.eq.r.size))
+        u = jnp.broadcast_to(sysm.u(5.0), (B, 12))
+        parts = {}
+
+        def timed(name, f, *a):
+            g = jax.jit(f)
+            jax.block_until_ready(g(*a))
+            parts[name] = 1e6 * best_of(lambda: g(*a), repeat) / B
+        lin = jax.jit(jax.vmap(sysm.linearise))(r, v, u)
+        fac = jax.jit(jax.vmap(lambda ll: sysm.solver.factor(ll, 1e-3)))(lin)
+        timed("linearisation", jax.vmap(sysm.linearise), r, v, u)
+        timed("factorisation", jax.vmap(lambda ll: sysm.solver.factor(ll, 1e-3)), lin)
+        timed("two solves", jax.vmap(lambda f_, b: sysm.solver.solve(f_, sysm.solver.solve(f_, b))), fac, lin.q)
+        timed("q (stage 2)", jax.vmap(sysm.q), r, v, u)
+        timed("whole step", jax.vmap(self.one_step(solver)), r, v)
+        parts["rest (products, rates, K)"] = parts["whole step"] - sum(
+            parts[k] for k in ("linearisation", "factorisation", "two solves", "q (stage 2)"))
+        return parts
+
+    # ------------------------------------------------------------------ accuracy
+    def reference(self, t):
+        from sweep.reference import radau
+        _, r, v = radau(self.model, self.exc, self.eq.r, jnp.zeros_like(self.eq.r), t, rtol=1e-8)
+        ch = make_channels()
+        return jax.vmap(lambda rr, vv: ch(self.model, rr, vv, self.eq.r))(jnp.asarray(r), jnp.asarray(v))
+
+    def pooled(self, out, what):
+        if what == "displacement":
+            return np.concatenate([np.asarray(out["wheel_centre_displacement"])[:, s, 0] for s in (0, 1)])
+        names = self.model.topology.bushing_names
+        ref = self.model.topology.tables["reference_bushings"]
+        idx = [names.index(ref[s]) for s in ("left", "right")]
+        return np.concatenate([np.asarray(out["bushing_force"])[:, i, 0] for i in idx])
+
+    def accuracy(self, options):
+        t = 4.9 + np.arange(1101) * 1e-3
+        ref = self.reference(t)
+        rows = []
+        for opt in options:
+            model, r_eq, dt = self.model, self.eq.r, jnp.float64
+            if opt.get("float32"):
+                dt = jnp.float32
+                model = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype == jnp.float64 else a, model)
+                r_eq = r_eq.astype(jnp.float32)
+            exc = jax.tree_util.tree_map(lambda a: a.astype(dt) if hasattr(a, "dtype") and a.dtype.kind == "f" else a, self.exc)
+            out = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1,
+                            relinearise_every=opt.get("relinearise_every", 1))
+            row = dict(opt)
+            for what in ("displacement", "force"):
+                y, yr = self.pooled(out, what), self.pooled(ref, what)
+                row[f"nmse_{what}"] = float(metrics.nmse(y.astype(np.float64), yr))
+            row["dtype"] = str(jnp.asarray(out["wheel_centre_displacement"]).dtype)
+            rows.append(row)
+        return rows
+
+
+def job_peak_memory(n_variants, out_dir):
+    """Max RSS [GiB] of a sweep job in a child process (short manoeuvre, default chunking)."""
+    cmd = [sys.executable, "-m", "sweep", "sweep=lhs", f"sweep.n_variants={n_variants}",
+           "sweep.start=5.95", "sweep.every=10", f"output.path={out_dir}/peak.zarr", "output.overwrite=true"]
+    tic = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - tic
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 2 ** 30
+    return {"n_variants": n_variants, "steps": 50, "max_rss_gib": rss, "wall_s": wall,
+            "command": " ".join(cmd[1:])}
+
+
+# ---------------------------------------------------------------------- report
+def tables(res):
+    L = []
+    L.append(f"Machine: {res['machine']['cpu']}, {res['machine']['cores']} cores, "
+             f"{res['machine']['device']}, jax {res['machine']['jax']}; measured float64 peak "
+             f"{res['peak_gflops']:.1f} GFLOP/s ({res['peak_note']}). Command: `{res['command']}` "
+             f"({res['date']}).")
+    L.append("")
+    L.append("Single variant, whole load case 0-6 s, h = 1 ms (published C code: RTF 0.59 / 0.73):")
+    L.append("")
+    L.append("| axle | solver | compile | run | us/step | real-time factor |")
+    L.append("|---|---|---|---|---|---|")
+    for name, a in res["axles"].items():
+        for s in a["single"]:
+            L.append(f"| {name} | {s['solver']} | {s['compile_s']:.1f} s | {s['run_s']:.2f} s | "
+                     f"{s['us_per_step']:.0f} | {s['real_time_factor']:.3f} |")
+    L.append("")
+    L.append("Throughput (variant-steps per second; integration only, compile excluded):")
+    L.append("")
+    batches = sorted({t["batch"] for a in res["axles"].values() for t in a["throughput"]})
+    L.append("| axle | solver | " + " | ".join(f"batch {b}" for b in batches) + " |")
+    L.append("|---|---|" + "---|" * len(batches))
+    for name, a in res["axles"].items():
+        for solver in ("block", "dense"):
+            row = {t["batch"]: t for t in a["throughput"] if t["solver"] == solver}
+            L.append(f"| {name} | {solver} | " + " | ".join(
+                f"{row[b]['variant_steps_per_s']:.0f}" if b in row else "-" for b in batches) + " |")
+    L.append("")
+    L.append("Block versus dense factorisation and cost per step:")
+    L.append("")
+    L.append("| axle | block speed-up at largest batch | XLA flops / variant-step (block) | "
+             "bytes / variant-step (block) | achieved fraction of float64 peak (block, largest batch) |")
+    L.append("|---|---|---|---|---|")
+    for name, a in res["axles"].items():
+        bmax = max(t["batch"] for t in a["throughput"])
+        blk = next(t for t in a["throughput"] if t["solver"] == "block" and t["batch"] == bmax)
+        den = next(t for t in a["throughput"] if t["solver"] == "dense" and t["batch"] == bmax)
+        frac = a["flops_block"] * blk["variant_steps_per_s"] / (res["peak_gflops"] * 1e9)
+        L.append(f"| {name} | {blk['variant_steps_per_s'] / den['variant_steps_per_s']:.2f}x (batch {bmax}) | "
+                 f"{a['flops_block']:.3g} | {a['bytes_block']:.3g} | {100 * frac:.1f} % |")
+    L.append("")
+    L.append("Where the time of one step goes (us per variant, batch "
+             f"{res['breakdown_batch']}, block solver):")
+    L.append("")
+    keys = list(next(iter(res["axles"].values()))["breakdown"].keys())
+    L.append("| axle | " + " | ".join(keys) + " |")
+    L.append("|---|" + "---|" * len(keys))
+    for name, a in res["axles"].items():
+        L.append(f"| {name} | " + " | ".join(f"{a['breakdown'][k]:.1f}" for k in keys) + " |")
+    L.append("")
+    if res.get("memory"):
+        mem = res["memory"]
+        L.append(f"Peak memory of a {mem['n_variants']}-variant sweep job (double wishbone, "
+                 f"{mem['steps']} steps, default chunking): max RSS {mem['max_rss_gib']:.2f} GiB, "
+                 f"wall {mem['wall_s']:.0f} s (`{mem['command']}`).")
+        L.append("")
+    L.append("Accuracy cost of the speed options (NMSE against Radau, 4.9-6.0 s, both sides pooled):")
+    L.append("")
+    L.append("| axle | option | NMSE displacement | NMSE force | us/step (single variant) |")
+    L.append("|---|---|---|---|---|")
+    for name, a in res["axles"].items():
+        for row in a["accuracy"]:
+            opt = "float32" if row.get("float32") else f"re-linearise every {row.get('relinearise_every', 1)}"
+            L.append(f"| {name} | {opt} | {row['nmse_displacement']:.2e} | {row['nmse_force']:.2e} | "
+                     f"{row.get('us_per_step', float('nan')):.0f} |")
+    return "\n".join(L)
+
+
+def readme_table(res):
+    L = ["| figure | double wishbone | multi-link |", "|---|---|---|"]
+    A = res["axles"]
+
+    def get(name, f):
+        return f(A[name]) if name in A else "-"
+    L.append("| single-variant real-time factor (block) | " + " | ".join(
+        get(n, lambda a: f"{next(s for s in a['single'] if s['solver'] == 'block')['real_time_factor']:.3f}")
+        for n in MODELS) + " |")
+    for B in sorted({t["batch"] for a in A.values() for t in a["throughput"]}):
+        L.append(f"| variant-steps/s, batch {B} (block) | " + " | ".join(
+            get(n, lambda a: f"{next((t['variant_steps_per_s'] for t in a['throughput'] if t['solver'] == 'block' and t['batch'] == B), float('nan')):.0f}")
+            for n in MODELS) + " |")
+    return "\n".join(L)
+
+
+def splice(path, tag, text):
+    with open(path) as f:
+        s = f.read()
+    a, b = f"<!-- bench:{tag}:begin -->", f"<!-- bench:{tag}:end -->"
+    if a not in s or b not in s:
+        raise RuntimeError(f"{path} has no {a} ... {b} markers")
+    i, j = s.index(a) + len(a), s.index(b)
+    with open(path, "w") as f:
+        f.write(s[:i] + "\n" + text + "\n" + s[j:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="batches 1, 64, 256; fewer steps; no 4096 job")
+    ap.add_argument("--models", nargs="+", default=list(MODELS))
+    ap.add_argument("--no-write-docs", action="store_true")
+    args = ap.parse_args()
+    batches = [1, 64, 256] if args.quick else [1, 64, 256, 1024, 4096]
+    res = {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
+           "command": "python benchmarks/run.py" + (" --quick" if args.quick else ""), "axles": {}}
+    res["peak_gflops"] = float64_peak()
+    res["peak_note"] = "2048 x 2048 matmul, best of 5"
+    print(f"float64 peak: {res['peak_gflops']:.1f} GFLOP/s", flush=True)
+    res["breakdown_batch"] = 256
+    for name in args.models:
+        ax = Axle(name)
+        a = {"single": [], "throughput": []}
+        for solver in ("block", "dense"):
+            s = ax.single(solver, repeat=1 if args.quick else 2)
+            a["single"].append(s)
+            print(f"{name} single {solver}: RTF {s['real_time_factor']:.3f} (compile {s['compile_s']:.1f} s)", flush=True)
+        for B in batches:
+            steps = 100 if B <= 64 else (40 if B <= 1024 else 20)
+            if args.quick:
+                steps = max(10, steps // 2)
+            for solver in ("block", "dense"):
+                t = ax.throughput(solver, B, steps, repeat=2 if B <= 256 else 1)
+                a["throughput"].append(t)
+                print(f"{name} batch {B} {solver}: {t['variant_steps_per_s']:.0f} variant-steps/s "
+                      f"(compile {t['compile_s']:.1f} s)", flush=True)
+        a["flops_block"], a["bytes_block"] = ax.step_flops("block")
+        a["flops_dense"], a["bytes_dense"] = ax.step_flops("dense")
+        a["breakdown"] = ax.breakdown("block", res["breakdown_batch"], repeat=3)
+        print(f"{name} breakdown: {a['breakdown']}", flush=True)
+        options = [{"relinearise_every": 1}, {"relinearise_every": 2}, {"relinearise_every": 4},
+                   {"relinearise_every": 8}, {"float32": True}]
+        a["accuracy"] = ax.accuracy(options)
+        for row in a["accuracy"]:   # speed of each option, single variant, 1.1 s
+            kw = dict(n_samples=1101, every=1, relinearise_every=row.get("relinearise_every", 1))
+            model, r_eq, exc = ax.model, ax.eq.r, ax.exc
+            if row.get("float32"):
+                model = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if hasattr(x, "dtype") and x.dtype == jnp.float64 else x, model)
+                r_eq = r_eq.astype(jnp.float32)
+                exc = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if hasattr(x, "dtype") and x.dtype.kind == "f" else x, exc)
+            c = lsrt2_run.lower(model, exc, r_eq, 4.9, 1e-3, **kw).compile()
+            row["us_per_step"] = 1e6 * best_of(lambda: c(model, exc, r_eq, 4.9, 1e-3), 2) / 1100
+            print(f"{name} accuracy {row}", flush=True)
+        res["axles"][name] = a
+    if not args.quick:
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            res["memory"] = job_peak_memory(4096, d)
+        print(f"memory: {res['memory']}", flush=True)
+    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+    out = os.path.join(ROOT, "benchmarks", "results", "suite_quick.json" if args.quick else "suite.json")
+    with open(out, "w") as f:
+        json.dump(res, f, indent=2)
+    text = tables(res)
+    print(text)
+    if not args.no_write_docs:
+        splice(os.path.join(ROOT, "BENCHMARKS.md"), "suite", text)
+        splice(os.path.join(ROOT, "README.md"), "figures", readme_table(res) + f"\n\n({res['command']}, {res['date']}; details in BENCHMARKS.md)")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
