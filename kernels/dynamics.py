@@ -114,30 +114,32 @@ def _element_slots(pattern, bodies, m):
 
 def _element_jac(fn, free):
     """(prm, x1, x2) -> ((g1, g2), d_1, ...): for each free body b in ``free``
-    (0 or 1), d_b = (dg1/dx_b, dg2/dx_b) as (6, 12) blocks over (r_b, v_b)."""
+    (0 or 1), d_b = (dg1/dx_b, dg2/dx_b) as (6, 12) blocks over (r_b, v_b).
+
+    Coordinates and speeds are differentiated in two forward passes, so the
+    speed tangents only run through the velocity-dependent part of the
+    element (rates, damping), not through its kinematics."""
     def per_part(prm, x1, x2):
-        parts = [(x1[:6], x1[6:]), (x2[:6], x2[6:])]
+        x = [x1, x2]
 
-        def f(*flat):
-            (a_r, a_v), (b_r, b_v) = (flat[0], flat[1]), (flat[2], flat[3])
-            return fn(prm, jnp.concatenate([a_r, a_v]), jnp.concatenate([b_r, b_v]))
-        flat = [parts[0][0], parts[0][1], parts[1][0], parts[1][1]]
-        g = fn(prm, x1, x2)
-        out = []
-        for b in free:
-            def fr(rb, b=b):
-                a = list(flat)
-                a[2 * b] = rb
-                return f(*a)
+        def with_r(*rs):
+            y = list(x)
+            for b, rb in zip(free, rs):
+                y[b] = jnp.concatenate([rb, x[b][6:]])
+            g = fn(prm, *y)
+            return g, g
 
-            def fv(vb, b=b):
-                a = list(flat)
-                a[2 * b + 1] = vb
-                return f(*a)
-            jr = jax.jacfwd(fr)(flat[2 * b])        # ((6, 6), (6, 6)): dg1/dr_b, dg2/dr_b
-            jv = jax.jacfwd(fv)(flat[2 * b + 1])
-            out.append(tuple(jnp.concatenate([jr[k], jv[k]], axis=1) for k in (0, 1)))
-        return (g, *out)
+        def with_v(*vs):
+            y = list(x)
+            for b, vb in zip(free, vs):
+                y[b] = jnp.concatenate([x[b][:6], vb])
+            return fn(prm, *y)
+        argn = tuple(range(len(free)))
+        jr, g = jax.jacfwd(with_r, argnums=argn, has_aux=True)(*[x[b][:6] for b in free])
+        jv = jax.jacfwd(with_v, argnums=argn)(*[x[b][6:] for b in free])
+        # jr[k][n]: d g_k / d r_(free n), (6, 6)
+        return (g, *[tuple(jnp.concatenate([jr[k][n], jv[k][n]], axis=1) for k in (0, 1))
+                     for n in range(len(free))])
     return per_part
 
 
@@ -199,7 +201,6 @@ def mass_matrices(model):
 def linearise_blocks(model, r, v, u) -> BlockLinearisation:
     """q, dQ/dr, dQ/dv, dQ/du (eqs. 4-5) in block-sparse form, and K(r)."""
     topo = model.topology
-    m = topo.n_bodies
     pattern = blocks.model_pattern(topo)
     G, Q = _element_jacobians(model, r, v)
     Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])

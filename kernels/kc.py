@@ -318,15 +318,21 @@ def _step_outputs(model, r, r0, u):
             "toe": toe, "camber": camber, "wheel_load": u}
 
 
+def travel_direction(mode):
+    """Height change (2,) per unit travel: parallel (1, 1), opposite (1, -1)."""
+    if mode not in TRAVEL_MODES:
+        raise ModelError(f"mode = {mode!r} is not one of {', '.join(TRAVEL_MODES)}")
+    return np.array([1.0, 1.0]) if mode == "parallel" else SIDE_SIGN.copy()
+
+
 def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60):
-    """Wheel-travel load case: wheel-centre heights z_design + s * (1, +-1) for
-    each s in ``travel`` [m] (static array). Returns per step:
+    """Wheel-travel load case: wheel-centre heights z_design + s * dz for each
+    s in ``travel`` [m] (static array), dz = :func:`travel_direction` (mode)
+    or a given (2,) array (so that modes can be vmapped). Returns per step:
     wheel_centre_displacement (2, 3) [m] from the design position, toe,
     camber (2,) [rad], wheel_load (2, 6) [N, N m] (the vertical force found),
     converged."""
-    if mode not in TRAVEL_MODES:
-        raise ModelError(f"mode = {mode!r} is not one of {', '.join(TRAVEL_MODES)}")
-    dz = jnp.array([1.0, 1.0]) if mode == "parallel" else jnp.asarray(SIDE_SIGN)
+    dz = jnp.asarray(travel_direction(mode) if isinstance(mode, str) else mode, eq0.r.dtype)
     z0 = design_heights(model)
     zero = jnp.zeros((2, 6), eq0.r.dtype)
 

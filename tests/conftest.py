@@ -1,5 +1,7 @@
-"""Shared, session-scoped fixtures: the double-wishbone model and its runs are
-built and compiled once per test session."""
+"""Shared, session-scoped fixtures: the double-wishbone and multi-link models and
+their equilibria are built and compiled once per test session (compiled
+functions such as ``sweep.job.lsrt2_run`` are cached by their static
+arguments, so tests that call them alike share one compilation)."""
 import os
 
 import numpy as np
@@ -47,6 +49,25 @@ def dw_equilibrium(dw_model, step_excitation):
     from kernels import loads
     from sweep.job import equilibrium
     return equilibrium(dw_model, loads.u_at(step_excitation, 4.9))
+
+
+@pytest.fixture(scope="session")
+def ml_cfg():
+    return load_model_cfg("multilink")
+
+
+@pytest.fixture(scope="session")
+def ml_model(ml_cfg):
+    from kernels.model import build_model
+    from sweep.model_builder import build_tables
+    return build_model(build_tables(ml_cfg))
+
+
+@pytest.fixture(scope="session")
+def ml_equilibrium(ml_model, step_excitation):
+    from kernels import loads
+    from sweep.job import equilibrium
+    return equilibrium(ml_model, loads.u_at(step_excitation, 4.9))
 
 
 def random_state(model, seed=0, dr=0.003, da=0.02, dv=0.05, dw=0.5):

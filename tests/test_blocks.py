@@ -88,13 +88,11 @@ def test_static_sum_equals_scatter_add():
     np.testing.assert_array_equal(np.asarray(blocks.StaticSum(ids, 9)(jnp.asarray(x))), ref)
 
 
-def _axle_case(model, u):
+def _axle_case(model, eq, u):
     """Block linearisation of an axle at its equilibrium with random speeds."""
-    from kernels import statics
     from kernels.dynamics import linearise_blocks
-    eq = jax.jit(statics.static_equilibrium)(model, u)
     v = 0.05 * jax.random.normal(jax.random.PRNGKey(2), eq.r.shape)
-    return eq, jax.jit(linearise_blocks)(model, eq.r, v, u)
+    return jax.jit(linearise_blocks)(model, eq.r, v, u)
 
 
 def _check_axle(model, lin):
@@ -119,48 +117,37 @@ def _check_axle(model, lin):
                                atol=1e-9 * float(jnp.abs(b).max()))
 
 
-def test_block_and_dense_solve_agree_double_wishbone(dw_model, step_excitation):
+def test_block_and_dense_solve_agree_double_wishbone(dw_model, dw_equilibrium, step_excitation):
     from kernels import loads
-    _, lin = _axle_case(dw_model, loads.u_at(step_excitation, 5.0))
+    lin = _axle_case(dw_model, dw_equilibrium, loads.u_at(step_excitation, 5.0))
     _check_axle(dw_model, lin)
 
 
-def test_block_and_dense_trajectories_agree_double_wishbone(dw_model, step_excitation, dw_equilibrium):
-    """Whole LSRT2 trajectories across the step with either factorisation (1e-8 relative)."""
+def _trajectories_agree(model, exc, eq):
+    """Whole LSRT2 trajectories across the step (4.9-6.0 s) with either
+    factorisation agree to 1e-8 relative. The block run has the static
+    arguments of the validation tests, so it shares their compilation."""
     from sweep.job import lsrt2_run
-    kw = dict(n_samples=31, every=5, relinearise_every=1)
-    a = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.95, 1e-3, solver="block", **kw)
-    b = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.95, 1e-3, solver="dense", **kw)
+    kw = dict(n_samples=1101, every=1, relinearise_every=1)
+    a = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, **kw)
+    b = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, solver="dense", **kw)
     for k in ("wheel_centre_displacement", "bushing_force"):
         scale = float(jnp.abs(b[k]).max())
         assert scale > 0
         np.testing.assert_allclose(a[k], b[k], rtol=1e-8, atol=1e-8 * scale)
 
 
-@pytest.fixture(scope="module")
-def ml_model():
-    import os
-    import yaml
-    from sweep.job import model_from_config
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return model_from_config(yaml.safe_load(open(os.path.join(root, "configs", "model", "multilink.yaml"))))
+@pytest.mark.slow
+def test_block_and_dense_trajectories_agree_double_wishbone(dw_model, step_excitation, dw_equilibrium):
+    _trajectories_agree(dw_model, step_excitation, dw_equilibrium)
 
 
-def test_block_and_dense_solve_agree_multilink(ml_model, step_excitation):
+def test_block_and_dense_solve_agree_multilink(ml_model, ml_equilibrium, step_excitation):
     from kernels import loads
-    _, lin = _axle_case(ml_model, loads.u_at(step_excitation, 5.0))
+    lin = _axle_case(ml_model, ml_equilibrium, loads.u_at(step_excitation, 5.0))
     _check_axle(ml_model, lin)
 
 
 @pytest.mark.slow
-def test_block_and_dense_trajectories_agree_multilink(ml_model, step_excitation):
-    from kernels import loads, statics
-    from sweep.job import lsrt2_run
-    eq = jax.jit(statics.static_equilibrium)(ml_model, loads.u_at(step_excitation, 4.95))
-    kw = dict(n_samples=21, every=5, relinearise_every=1)
-    a = lsrt2_run(ml_model, step_excitation, eq.r, 4.97, 1e-3, solver="block", **kw)
-    b = lsrt2_run(ml_model, step_excitation, eq.r, 4.97, 1e-3, solver="dense", **kw)
-    for k in ("wheel_centre_displacement", "bushing_force"):
-        scale = float(jnp.abs(b[k]).max())
-        assert scale > 0
-        np.testing.assert_allclose(a[k], b[k], rtol=1e-8, atol=1e-8 * scale)
+def test_block_and_dense_trajectories_agree_multilink(ml_model, step_excitation, ml_equilibrium):
+    _trajectories_agree(ml_model, step_excitation, ml_equilibrium)

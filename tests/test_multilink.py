@@ -2,40 +2,17 @@
 counts and topology of method.md section 1, static equilibrium checked by an
 independent force and moment balance, and the longitudinal step against the
 Radau reference (method.md section 3)."""
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import yaml
 from scipy.spatial.transform import Rotation
 
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
-from tests.conftest import ROOT
 
 PUBLISHED = {"wheel_displacement": 0.01286, "bushing_force": 0.01545}  # method.md section 3
 LINKS = ("upper_front_link", "upper_rear_link", "lateral_link", "trailing_link", "tie_rod")
-
-
-@pytest.fixture(scope="module")
-def ml_cfg():
-    with open(os.path.join(ROOT, "configs", "model", "multilink.yaml")) as f:
-        return yaml.safe_load(f)
-
-
-@pytest.fixture(scope="module")
-def ml_model(ml_cfg):
-    from kernels.model import build_model
-    from sweep.model_builder import build_tables
-    return build_model(build_tables(ml_cfg))
-
-
-@pytest.fixture(scope="module")
-def ml_equilibrium(ml_model, step_excitation):
-    from sweep.job import equilibrium
-    return equilibrium(ml_model, loads.u_at(step_excitation, 4.9))
 
 
 def _bodies_of(topo, name):
