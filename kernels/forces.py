@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels import curves
-from kernels.rotations import euler_to_matrix, rotation_vector
+from kernels.rotations import euler_to_matrix, mm, mtm, mtv, mv, rotation_vector
 
 
 def _pose(x):
@@ -21,7 +21,7 @@ def _pose(x):
 def marker_kinematics(x, pos_local):
     """Marker position [m] and velocity [m/s] in the vehicle frame, and body R, omega."""
     p, R, vel, w = _pose(x)
-    return p + R @ pos_local, vel + R @ jnp.cross(w, pos_local), p, R, w
+    return p + mv(R, pos_local), vel + mv(R, jnp.cross(w, pos_local)), p, R, w
 
 
 def _apply(F, M, at, p1, R1, p2, R2, at2=None):
@@ -31,7 +31,7 @@ def _apply(F, M, at, p1, R1, p2, R2, at2=None):
     at2 = at if at2 is None else at2
     M1 = M + jnp.cross(at - p1, F)
     M2 = -M + jnp.cross(at2 - p2, -F)
-    return (jnp.concatenate([F, R1.T @ M1]), jnp.concatenate([-F, R2.T @ M2]))
+    return (jnp.concatenate([F, mtv(R1, M1)]), jnp.concatenate([-F, mtv(R2, M2)]))
 
 
 # ----------------------------------------------------------------------------- bushings
@@ -45,12 +45,12 @@ def bushing_deflection(prm, x1, x2):
     """
     pm1, vm1, p1, R1, w1 = marker_kinematics(x1, prm["pos1"])
     pm2, vm2, p2, R2, w2 = marker_kinematics(x2, prm["pos2"])
-    Rm1 = R1 @ prm["rot1"]
-    Rm2 = R2 @ prm["rot2"]
-    d = Rm1.T @ (pm2 - pm1)
-    theta = rotation_vector(Rm1.T @ Rm2)
-    ddot = Rm1.T @ (vm2 - vm1)
-    wrel = Rm1.T @ (R2 @ w2 - R1 @ w1)
+    Rm1 = mm(R1, prm["rot1"])
+    Rm2 = mm(R2, prm["rot2"])
+    d = mtv(Rm1, pm2 - pm1)
+    theta = rotation_vector(mtm(Rm1, Rm2))
+    ddot = mtv(Rm1, vm2 - vm1)
+    wrel = mtv(Rm1, mv(R2, w2) - mv(R1, w1))
     return (jnp.concatenate([d, theta]), jnp.concatenate([ddot, wrel]),
             (pm1, Rm1, p1, R1, p2, R2))
 
@@ -69,14 +69,14 @@ def bushing_element(prm, x1, x2):
     """Generalised forces (g1, g2) of one bushing on its two bodies."""
     defl, rate, (pm1, Rm1, p1, R1, p2, R2) = bushing_deflection(prm, x1, x2)
     f = bushing_local_force(prm, defl, rate)
-    return _apply(Rm1 @ f[:3], Rm1 @ f[3:], pm1, p1, R1, p2, R2)
+    return _apply(mv(Rm1, f[:3]), mv(Rm1, f[3:]), pm1, p1, R1, p2, R2)
 
 
 def bushing_output(prm, x1, x2):
     """Force and torque the bushing exerts on its first body, vehicle frame (6,)."""
     defl, rate, (pm1, Rm1, *_rest) = bushing_deflection(prm, x1, x2)
     f = bushing_local_force(prm, defl, rate)
-    return jnp.concatenate([Rm1 @ f[:3], Rm1 @ f[3:]])
+    return jnp.concatenate([mv(Rm1, f[:3]), mv(Rm1, f[3:])])
 
 
 def bushing_params(model):
@@ -99,7 +99,7 @@ def p2p_tension(prm, x1, x2):
     delta = pm2 - pm1
     L = jnp.sqrt(jnp.sum(delta * delta))
     e = delta / L
-    Ldot = e @ (vm2 - vm1)
+    Ldot = jnp.sum(e * (vm2 - vm1))
     s = prm["length"] - L
 
     def elastic(s):

@@ -19,6 +19,7 @@ LU). Both share the block-sparse Jacobian products.
 import functools
 from typing import Callable, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import lu_factor, lu_solve
@@ -101,8 +102,10 @@ def model_solver(topology, name="block") -> Solver:
     if name == "dense":
         return Solver(
             name="dense",
-            factor=lambda lin, h: (lu_factor(blocks.to_dense(pattern, block_coefficient_matrix(pattern, lin, h))),
-                                   lin.M),
+            # the barrier keeps XLA from fusing the block products into the
+            # dense assembly (re-computed per matrix entry: measured 5 ms per step)
+            factor=lambda lin, h: (lu_factor(blocks.to_dense(pattern, jax.lax.optimization_barrier(
+                block_coefficient_matrix(pattern, lin, h)))), lin.M),
             solve=lambda fac, b: lu_solve(fac[0], mv(fac[1], b.reshape(m, 6)).reshape(-1)),
             jr=jr, jv=jv, ju=ju)
     raise ValueError(f"solver = {name!r} is not one of dense, block")
