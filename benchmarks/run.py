@@ -124,6 +124,20 @@ class Axle:
         return {"solver": solver, "batch": B, "steps": steps, "compile_s": comp, "run_s": best,
                 "variant_steps_per_s": B * steps / best}
 
+    def solve_time(self, solver, B, repeat):
+        """Factorisation of eq. (11) + the two stage solves, per variant [us], batch B."""
+        sysm = model_system(self.model, self.exc, solver)
+        r = self.eq.r.reshape(-1) + 1e-5 * jax.random.normal(jax.random.PRNGKey(0), (B, self.eq.r.size))
+        u = jnp.broadcast_to(sysm.u(5.0), (B, 12))
+        lin = jax.jit(jax.vmap(sysm.linearise))(r, jnp.zeros_like(r), u)
+
+        def fs(ll):
+            f_ = sysm.solver.factor(ll, 1e-3)
+            return sysm.solver.solve(f_, sysm.solver.solve(f_, ll.q))
+        g = jax.jit(jax.vmap(fs))
+        jax.block_until_ready(g(lin))
+        return 1e6 * best_of(lambda: g(lin), repeat) / B
+
     def step_flops(self, solver, B=64):
         """XLA cost analysis of one LSRT2 step (linearisation, factorisation, both stages)."""
         f = self.one_step(solver)
@@ -244,9 +258,23 @@ def tables(res):
             L.append(f"| {name} | {solver} | " + " | ".join(
                 f"{row[b]['variant_steps_per_s']:.0f}" if b in row else "-" for b in batches) + " |")
     L.append("")
-    L.append("Block versus dense factorisation and cost per step:")
+    L.append("Factorisation of eq. (11) plus the two stage solves alone, us per variant "
+             "(block speed-up over dense LU in brackets):")
     L.append("")
-    L.append("| axle | block speed-up at largest batch | XLA flops / variant-step (block) | "
+    L.append("| axle | " + " | ".join(f"batch {b}" for b in batches) + " |")
+    L.append("|---|" + "---|" * len(batches))
+    for name, a in res["axles"].items():
+        cells = []
+        for b in batches:
+            bl = next((t for t in a["throughput"] if t["solver"] == "block" and t["batch"] == b), None)
+            de = next((t for t in a["throughput"] if t["solver"] == "dense" and t["batch"] == b), None)
+            cells.append(f"{bl['solve_us']:.1f} vs {de['solve_us']:.1f} ({de['solve_us'] / bl['solve_us']:.1f}x)"
+                         if bl and de else "-")
+        L.append(f"| {name} | " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("Block versus dense for the whole step, and cost per step:")
+    L.append("")
+    L.append("| axle | whole-step block speed-up at largest batch | XLA flops / variant-step (block) | "
              "bytes / variant-step (block) | achieved fraction of float64 peak (block, largest batch) |")
     L.append("|---|---|---|---|---|")
     for name, a in res["axles"].items():
@@ -337,6 +365,7 @@ def main():
                 steps = max(10, steps // 2)
             for solver in ("block", "dense"):
                 t = ax.throughput(solver, B, steps, repeat=2 if B <= 256 else 1)
+                t["solve_us"] = ax.solve_time(solver, B, repeat=3 if B <= 256 else 1)
                 a["throughput"].append(t)
                 print(f"{name} batch {B} {solver}: {t['variant_steps_per_s']:.0f} variant-steps/s "
                       f"(compile {t['compile_s']:.1f} s)", flush=True)
