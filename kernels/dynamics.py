@@ -46,7 +46,7 @@ def generalised_forces(model, r, v, u):
     m = topo.n_bodies
     x = _states_with_ground(r, v)
     Q = jnp.zeros((m + 1, 6), r.dtype)
-    for _, fn, params, attr in forces.GROUPS:
+    for _, fn, params, attr, _jac in forces.GROUPS:
         bodies = getattr(topo, attr)
         if len(bodies) == 0:
             continue
@@ -153,7 +153,7 @@ def _element_jacobians(model, r, v):
     pattern = blocks.model_pattern(topo)
     x = _states_with_ground(r, v)
     dG, dG_slots, gQ, gQ_bodies = [], [], [], []
-    for _, fn, params, attr in forces.GROUPS:
+    for _, fn, params, attr, jac_fn in forces.GROUPS:
         bodies = np.asarray(getattr(topo, attr))
         if len(bodies) == 0:
             continue
@@ -161,27 +161,26 @@ def _element_jacobians(model, r, v):
         for kind, idx, slots in _element_slots(pattern, bodies, m):
             p = jax.tree_util.tree_map(lambda a: a[idx], prm)
             x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]
-            # Jacobians w.r.t. coordinates and speeds in separate forward
-            # passes: speed tangents only run through the velocity-dependent
-            # part of the element (rates, damping), not its kinematics
+            free = {"pair": (0, 1), "ground2": (0,), "ground1": (1,)}[kind]
+            if jac_fn is not None:     # closed form (all four blocks; ground ones unused)
+                (g1, g2), (d1, d2) = jax.vmap(jac_fn)(p, x1, x2)
+                d = {0: d1, 1: d2}
+            else:
+                (g1, g2), *ds = jax.vmap(_element_jac(fn, free))(p, x1, x2)
+                d = dict(zip(free, ds))
             if kind == "pair":
-                (g1, g2), d1, d2 = jax.vmap(_element_jac(fn, (0, 1)))(p, x1, x2)
-                dG += [d1[0], d2[0], d1[1], d2[1]]
-                dG_slots += list(slots)
+                dG += [d[0][0], d[1][0], d[0][1], d[1][1]]       # slots 11, 12, 21, 22
                 gQ += [g1, g2]
                 gQ_bodies += [bodies[idx, 0], bodies[idx, 1]]
             elif kind == "ground2":
-                (g1, _), d1 = jax.vmap(_element_jac(fn, (0,)))(p, x1, x2)
-                dG.append(d1[0])
-                dG_slots += list(slots)
+                dG.append(d[0][0])
                 gQ.append(g1)
                 gQ_bodies.append(bodies[idx, 0])
             else:
-                (_, g2), d2 = jax.vmap(_element_jac(fn, (1,)))(p, x1, x2)
-                dG.append(d2[1])
-                dG_slots += list(slots)
+                dG.append(d[1][1])
                 gQ.append(g2)
                 gQ_bodies.append(bodies[idx, 1])
+            dG_slots += list(slots)
     G = blocks.StaticSum(np.concatenate(dG_slots), pattern.n + 1)(jnp.concatenate(dG))
     Q = blocks.StaticSum(np.concatenate(gQ_bodies), m)(jnp.concatenate(gQ))
     return G, Q

@@ -133,8 +133,116 @@ def p2p_params(model):
             "k_scale": model.pp_k_scale, "c_scale": model.pp_c_scale}
 
 
+# ----------------------------------------------------------------------------- analytic bushing Jacobian
+def _skew(w):
+    z = jnp.zeros_like(w[0])
+    return jnp.stack([jnp.stack([z, -w[2], w[1]]), jnp.stack([w[2], z, -w[0]]),
+                      jnp.stack([-w[1], w[0], z])])
+
+
+def _angle_map(angles):
+    """E with (body-frame rotation increment) = E @ (increment of z-y'-x'' angles); E = H^-1 of eq. (1a)."""
+    ay, ax = angles[1], angles[2]
+    cy, sy, cx, sx = jnp.cos(ay), jnp.sin(ay), jnp.cos(ax), jnp.sin(ax)
+    z, o = jnp.zeros_like(ay), jnp.ones_like(ay)
+    return jnp.stack([jnp.stack([-sy, z, o]), jnp.stack([cy * sx, cx, z]), jnp.stack([cy * cx, -sx, z])])
+
+
+def bushing_element_jacobian(prm, x1, x2):
+    """Generalised forces (g1, g2) of one bushing and their derivatives in closed form.
+
+    Returns ((g1, g2), ((dg1/dx1, dg2/dx1), (dg1/dx2, dg2/dx2))), each
+    derivative (6, 12) over x = (r, v) of that body. Derivation (method.md
+    eq. 5, element-local): a body's orientation is perturbed by a body-frame
+    increment dphi = E(angles) d(angles); marker kinematics, the deflection
+    (d, theta), its rate and the reaction map are differentiated by hand; the
+    derivative of the rotation-vector map and the slopes of the (diagonal)
+    characteristics come from forward-mode autodiff of their small functions.
+    Equal to ``jacfwd`` of :func:`bushing_element` (tested), at a fraction of
+    the cost.
+    """
+    p1, R1, v1, w1 = _pose(x1)
+    p2, R2, v2, w2 = _pose(x2)
+    A1, A2, s1, s2 = prm["rot1"], prm["rot2"], prm["pos1"], prm["pos2"]
+    Rm1, Rm2 = mm(R1, A1), mm(R2, A2)
+    pm1, pm2 = p1 + mv(R1, s1), p2 + mv(R2, s2)
+    ws1, ws2 = jnp.cross(w1, s1), jnp.cross(w2, s2)
+    vm1, vm2 = v1 + mv(R1, ws1), v2 + mv(R2, ws2)
+    Delta, Dv = pm2 - pm1, vm2 - vm1
+    Rrel = mtm(Rm1, Rm2)
+    Q21 = mtm(R1, R2)                      # R1^T R2
+    R2w2 = mv(Q21, w2)                     # omega_2 in body-1 frame
+    defl = jnp.concatenate([mtv(Rm1, Delta), rotation_vector(Rrel)])
+    rate = jnp.concatenate([mtv(Rm1, Dv), mtv(A1, R2w2 - w1)])
+    # characteristics: value and diagonal slopes
+    f, kd = jax.jvp(lambda d: bushing_local_force(prm, d, rate), (defl,), (jnp.ones(6),))
+    cd = jax.jvp(lambda r_: bushing_local_force(prm, defl, r_), (rate,), (jnp.ones(6),))[1]
+    ft, fr = f[:3], f[3:]
+    # derivative of the rotation-vector map for right / left increments
+    eye = jnp.eye(3, dtype=Rrel.dtype)
+    Jr_inv = jax.jacfwd(lambda xi: rotation_vector(mm(Rrel, eye + _skew(xi))))(jnp.zeros(3, Rrel.dtype))
+    Jl_inv = jax.jacfwd(lambda et: rotation_vector(mm(eye + _skew(et), Rrel)))(jnp.zeros(3, Rrel.dtype))
+    Z = jnp.zeros((3, 3), Rrel.dtype)
+    A1T, Rm1T = A1.T, Rm1.T
+    Rm1TR2 = mtm(Rm1, R2)
+    R1TD = mtv(R1, Delta)
+    R1TDv = mtv(R1, Dv)
+    # D: d(defl)/d(dp1, dphi1, dp2, dphi2) (6, 12); Dr: d(rate)/d(dp1, dphi1, v1, w1, dp2, dphi2, v2, w2)
+    d_p1, d_f1 = -Rm1T, mm(A1T, _skew(R1TD + s1))
+    d_p2, d_f2 = Rm1T, -mm(Rm1TR2, _skew(s2))
+    t_f1 = -mm(Jl_inv, A1T)
+    t_f2 = mm(Jr_inv, A2.T)
+    dd_f1 = mm(A1T, _skew(R1TDv + ws1))
+    dd_f2 = -mm(Rm1TR2, _skew(ws2))
+    dd_v1, dd_w1 = -Rm1T, mm(A1T, _skew(s1))
+    dd_v2, dd_w2 = Rm1T, -mm(Rm1TR2, _skew(s2))
+    wr_f1 = mm(A1T, _skew(R2w2))
+    wr_f2 = -mm(Rm1TR2, _skew(w2))
+    wr_w1, wr_w2 = -A1T, Rm1TR2
+    # df/d(body-1 and body-2 states), (6, 12) each, with dphi columns
+    kd_, cd_ = kd[:, None], cd[:, None]
+    df1 = jnp.concatenate([
+        jnp.concatenate([kd_[:3] * d_p1, kd_[:3] * d_f1 + cd_[:3] * dd_f1, cd_[:3] * dd_v1, cd_[:3] * dd_w1], 1),
+        jnp.concatenate([Z, kd_[3:] * t_f1 + cd_[3:] * wr_f1, Z, cd_[3:] * wr_w1], 1)])
+    df2 = jnp.concatenate([
+        jnp.concatenate([kd_[:3] * d_p2, kd_[:3] * d_f2 + cd_[:3] * dd_f2, cd_[:3] * dd_v2, cd_[:3] * dd_w2], 1),
+        jnp.concatenate([Z, kd_[3:] * t_f2 + cd_[3:] * wr_f2, Z, cd_[3:] * wr_w2], 1)])
+    # reaction map g(f, poses): g1 = (R1 u_t, u_r + s1 x u_t), u = A1 f (body-1 frame)
+    u_t, u_r = mv(A1, ft), mv(A1, fr)
+    F = mv(R1, u_t)
+    c = mtv(R2, pm1 - p2)                  # marker 1 seen from body 2, body-2 frame
+    Qut, Qur = mtv(R2, F), mv(Q21.T, u_r)  # R2^T R1 u_t, R2^T R1 u_r
+    g1 = jnp.concatenate([F, u_r + jnp.cross(s1, u_t)])
+    g2 = jnp.concatenate([-F, -Qur - jnp.cross(c, Qut)])
+    T1 = jnp.concatenate([jnp.concatenate([Rm1, Z], 1), jnp.concatenate([mm(_skew(s1), A1), A1], 1)])
+    Q12Rm = mtm(R2, Rm1)                   # R2^T Rm1
+    T2 = jnp.concatenate([jnp.concatenate([-Rm1, Z], 1),
+                          jnp.concatenate([-mm(_skew(c), Q12Rm), -Q12Rm], 1)])
+    # pose derivatives of g at fixed f
+    Q12 = Q21.T
+    P1_1 = jnp.zeros((6, 12), F.dtype).at[:3, 3:6].set(-mm(R1, _skew(u_t)))          # dg1/d(body 1)
+    P2_1 = jnp.zeros((6, 12), F.dtype).at[:3, 3:6].set(mm(R1, _skew(u_t)))           # dg2/d(body 1)
+    P2_1 = P2_1.at[3:, :3].set(mm(_skew(Qut), R2.T))
+    P2_1 = P2_1.at[3:, 3:6].set(mm(Q12, _skew(u_r)) + mm(mm(_skew(c), Q12), _skew(u_t))
+                                - mm(mm(_skew(Qut), Q12), _skew(s1)))
+    P2_2 = jnp.zeros((6, 12), F.dtype).at[3:, :3].set(-mm(_skew(Qut), R2.T))          # dg2/d(body 2)
+    P2_2 = P2_2.at[3:, 3:6].set(-_skew(Qur) - mm(_skew(c), _skew(Qut)) + mm(_skew(Qut), _skew(c)))
+    dg1_1 = mm(T1, df1) + P1_1
+    dg2_1 = mm(T2, df1) + P2_1
+    dg1_2 = mm(T1, df2)
+    dg2_2 = mm(T2, df2) + P2_2
+    # dphi -> d(angles): right-multiply the rotation columns by E
+    E1, E2 = _angle_map(x1[3:6]), _angle_map(x2[3:6])
+
+    def to_angles(J, E):
+        return J.at[:, 3:6].set(mm(J[:, 3:6], E))
+    return (g1, g2), ((to_angles(dg1_1, E1), to_angles(dg2_1, E1)),
+                      (to_angles(dg1_2, E2), to_angles(dg2_2, E2)))
+
+
 GROUPS = (
-    # (name, element function, parameter getter, topology attribute with body slots)
-    ("bushing", bushing_element, bushing_params, "bushing_bodies"),
-    ("p2p", p2p_element, p2p_params, "p2p_bodies"),
+    # (name, element function, parameter getter, topology attribute with body
+    #  slots, closed-form element Jacobian or None for forward-mode autodiff)
+    ("bushing", bushing_element, bushing_params, "bushing_bodies", bushing_element_jacobian),
+    ("p2p", p2p_element, p2p_params, "p2p_bodies", None),
 )
