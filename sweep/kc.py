@@ -1,0 +1,373 @@
+"""K&C load cases as sweep jobs: a design of variants -> one K&C cube.
+
+A load case with ``kind: kc`` (``configs/loadcase/kc_*.yaml``) runs, for every
+variant of the design, the rig analysis of :mod:`kernels.kc`: the design
+position (wheel centres at design height), all K&C metrics there (exact
+derivatives), and the nonlinear curve of the load case's analysis (wheel
+travel, or a force / torque in steps). Variants run in vmapped chunks
+through the same resumable store machinery as time-response jobs
+(:mod:`sweep.store`): created atomically before any compute, each finished
+chunk flagged, reruns skip finished chunks, shards share a store.
+
+Entry points: ``python -m sweep loadcase=kc_wheel_travel ...`` (dispatch in
+:func:`sweep.engine.run_job`) and ``python -m sweep.kc loadcase=...`` (this
+module's Hydra app, which also prints the K&C summary).
+
+Cube (``xarray.open_zarr``): dims ``variant``, the step dimension ``travel``
+[m] (wheel travel) or ``load`` [N or N m] (force analyses), ``side``,
+``axis``, ``component``, ``dof``. Variables: ``wheel_centre_displacement``
+(variant, step, side, axis) [m] from the design position; ``toe``,
+``camber`` (variant, step, side) [rad, DIN 70000]; ``wheel_load`` (variant,
+step, side, component) [N, N m] applied at the wheel centre (wheel travel:
+the vertical force found); ``converged`` (variant, step); one variable per
+metric (variant, side) in engineering units (:data:`kernels.kc.METRICS`);
+``compliance_matrix`` (variant, side, dof, component) [SI]; ``status``,
+``equilibrium_iterations``; one variable per swept parameter.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from kernels import kc
+from kernels.model import ModelError
+from sweep import store as cube_store
+from sweep.cube import provenance
+from sweep.design import make_design
+from sweep.job import model_from_config
+from sweep.params import build_parameters
+
+STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "load_step_failed"}
+KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "steps", "loaded_radius",
+              "brake_lock_stiffness", "tolerance", "max_iterations", "description"}
+VOLATILE = ("shard", "num_shards", "progress", "start", "every")
+CONVENTIONS = (
+    "vehicle frame x forward, y left, z up; toe (+ = toe-in) and camber (+ = top out) per DIN 70000; "
+    "design position = wheel centres at design height (vertical forces found), gravity only; "
+    "wheel travel: wheel-centre heights prescribed (bump > 0; opposite: left +s, right -s); "
+    "force analyses: loads on both wheels in each side's own sense (lateral_force inboard at the "
+    "contact patch, traction_force forward at the wheel centre, braking_force rearward at the "
+    "contact patch, aligning_torque in the toe-out sense), vertical wheel loads held; contact patch "
+    "= wheel centre - loaded_radius * e_z; brakes locked (wheel bearing stiffened about the spin axis); "
+    "compliance_matrix: one wheel loaded, d(x,y,z,rx,ry,rz)/d(fx,fy,fz,mx,my,mz) at the wheel "
+    "centre, SI. See docs/kc_and_tuning.md.")
+
+
+def is_kc(cfg) -> bool:
+    kind = cfg.loadcase.get("kind", "time_response")
+    if kind not in ("time_response", "kc"):
+        raise ModelError(f"loadcase.kind = {kind!r} is not one of time_response, kc")
+    return kind == "kc"
+
+
+def _range(lc, key, unit):
+    val = lc.get(key)
+    if val is None or len(val) != 2:
+        raise ModelError(f"loadcase.{key} = {val!r} must be [lower, upper] in {unit}")
+    lo, hi = float(val[0]), float(val[1])
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
+        raise ModelError(f"loadcase.{key} = [{lo}, {hi}] must be finite with lower <= upper")
+    return lo, hi
+
+
+def load_case(lc: dict) -> dict:
+    """Validate a K&C load-case config; one-line :class:`ModelError` naming the field."""
+    for key in lc:
+        if key not in KNOWN_KEYS:
+            raise ModelError(f"loadcase.{key}: unknown key for a K&C load case "
+                             f"(known: {', '.join(sorted(KNOWN_KEYS))})")
+    analysis = lc.get("analysis")
+    if analysis not in kc.ANALYSES:
+        raise ModelError(f"loadcase.analysis = {analysis!r} is not one of {', '.join(kc.ANALYSES)}")
+    steps = lc.get("steps", 1)
+    if not isinstance(steps, int) or steps < 1:
+        raise ModelError(f"loadcase.steps = {steps!r} must be >= 1")
+    R = float(lc.get("loaded_radius", kc.DEFAULT_LOADED_RADIUS))
+    if not (np.isfinite(R) and R > 0):
+        raise ModelError(f"loadcase.loaded_radius = {lc.get('loaded_radius')} must be > 0 [m]")
+    lock = float(lc.get("brake_lock_stiffness", kc.DEFAULT_BRAKE_LOCK))
+    if not (np.isfinite(lock) and lock >= 0):
+        raise ModelError(f"loadcase.brake_lock_stiffness = {lc.get('brake_lock_stiffness')} must be >= 0 [N m/rad]")
+    tol = float(lc.get("tolerance", 1e-6))
+    if not tol > 0:
+        raise ModelError(f"loadcase.tolerance = {lc.get('tolerance')} must be > 0 [N]")
+    max_iter = int(lc.get("max_iterations", 60))
+    if max_iter < 1:
+        raise ModelError(f"loadcase.max_iterations = {max_iter} must be >= 1")
+    out = dict(analysis=analysis, steps=steps, loaded_radius=R, brake_lock=lock, tol=tol,
+               max_iter=max_iter, mode=None)
+    if analysis == "wheel_travel":
+        mode = lc.get("mode", "parallel")
+        if mode not in kc.TRAVEL_MODES:
+            raise ModelError(f"loadcase.mode = {mode!r} is not one of {', '.join(kc.TRAVEL_MODES)}")
+        lo, hi = _range(lc, "travel", "m")
+        out.update(mode=mode, dim="travel", units="m",
+                   long_name=f"wheel-centre travel from design height ({mode}; bump > 0)")
+    else:
+        lo, hi = _range(lc, "load", "N or N m")
+        units = "N m" if analysis == "aligning_torque" else "N"
+        out.update(dim="load", units=units,
+                   long_name=f"{analysis.replace('_', ' ')} per wheel, each side's positive sense")
+    out["amplitudes"] = np.linspace(lo, hi, steps) if steps > 1 else np.array([hi])
+    return out
+
+
+def prepare_kc(cfg) -> dict:
+    """Everything a K&C job needs, validated before any compute."""
+    from sweep.engine import estimate_chunk
+    lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
+    model = model_from_config(cfg.model)
+    sw = OmegaConf.to_container(cfg.sweep, resolve=True)
+    pset = build_parameters(sw.get("parameters") or {}, model)
+    X = make_design(sw, pset)
+    lock_index = kc.brake_lock_index(model)
+    shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
+    if nsh < 1 or not 0 <= shard < nsh:
+        raise ModelError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
+    n_dev = jax.device_count()
+    if sw.get("chunk_size", "auto") in ("auto", None):
+        C, _ = estimate_chunk(len(X), len(lc["amplitudes"]), 0, model.topology.n_dof + 2,
+                              float(sw.get("memory_budget_gb", 2.0)), n_dev)
+    else:
+        C = int(sw["chunk_size"])
+        if C < 1:
+            raise ModelError(f"sweep.chunk_size = {C} must be >= 1 or auto")
+        C = int(math.ceil(C / n_dev) * n_dev)
+    return dict(model=model, pset=pset, X=X, lc=lc, lock_index=lock_index, shard=shard,
+                num_shards=nsh, chunk=C, n_dev=n_dev)
+
+
+def make_kc_runner(model, pset, lc, lock_index):
+    """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations)."""
+    R = lc["loaded_radius"]
+    amps = lc["amplitudes"]
+
+    def variant(theta):
+        m = kc.lock_brakes(pset.apply(model, theta), lc["brake_lock"], lock_index)
+        eq = kc.design_position(m, tol=lc["tol"], max_iter=lc["max_iter"])
+        met = kc.kc_metrics(m, eq, R)
+        met.pop("compliance_full")
+        if lc["analysis"] == "wheel_travel":
+            curve = kc.travel_curve(m, eq, amps, lc["mode"], tol=lc["tol"], max_iter=lc["max_iter"])
+        else:
+            curve = kc.force_curve(m, eq, amps, kc.load_direction(lc["analysis"], R),
+                                   tol=lc["tol"], max_iter=lc["max_iter"])
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(met)]))
+        status = jnp.where(~eq.converged, 1, jnp.where(~finite, 2, jnp.where(
+            jnp.all(curve["converged"]), 0, 3))).astype(jnp.int8)
+        good = (status == 0) | (status == 3)
+        met = jax.tree_util.tree_map(lambda a: jnp.where(good, a, jnp.nan), met)
+        ok_step = curve.pop("converged") & good
+        curve = {k: jnp.where(ok_step.reshape((-1,) + (1,) * (v.ndim - 1)), v, jnp.nan)
+                 for k, v in curve.items()}
+        return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, status, eq.iterations
+
+    return jax.jit(jax.vmap(variant))
+
+
+def job_identity(cfg):
+    """The resolved config text that defines a K&C job's results."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+    for k in VOLATILE:
+        c.get("sweep", {}).pop(k, None)
+    c.get("output", {}).pop("overwrite", None)
+    c.pop("integrator", None)                      # no time integration in a K&C job
+    return OmegaConf.to_yaml(OmegaConf.create(c))
+
+
+CURVES = {
+    "wheel_centre_displacement": (("side", "axis"), "m", "wheel-centre displacement from the design position"),
+    "toe": (("side",), "rad", "toe angle (DIN 70000, + = toe-in)"),
+    "camber": (("side",), "rad", "camber angle (DIN 70000, + = top out)"),
+    "wheel_load": (("side", "component"), "N (fx, fy, fz), N m (mx, my, mz)",
+                   "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)"),
+}
+
+
+def store_spec(job):
+    model, pset, X, lc = job["model"], job["pset"], job["X"], job["lc"]
+    n, C, S = len(X), job["chunk"], len(lc["amplitudes"])
+    dim = lc["dim"]
+    sizes = {"side": 2, "axis": 3, "component": 6, "dof": 6}
+    coords = {
+        "variant": (np.arange(n, dtype=np.int64), {}),
+        dim: (np.asarray(lc["amplitudes"], float), {"units": lc["units"], "long_name": lc["long_name"]}),
+        "side": (np.array(list(kc.SIDES)), {}),
+        "axis": (np.array(["x", "y", "z"]), {}),
+        "component": (np.array(list(kc.LOADS)), {}),
+        "dof": (np.array(list(kc.DOFS)), {"long_name": "wheel-centre translation x, y, z [m] and "
+                                                      "small rotation rx, ry, rz [rad], vehicle frame"}),
+    }
+    spec = {"__coords__": coords}
+    for p in pset.params:
+        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan,
+                        {"long_name": f"{p.target} ({p.mode}) of {p.name}",
+                         "units": "1" if p.mode == "scale" else "SI",
+                         "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale})
+    for name, (dims, units, long_name) in CURVES.items():
+        shape = tuple(sizes[d] for d in dims)
+        spec[name] = (("variant", dim) + dims, (n, S) + shape, "f8", (C, S) + shape, np.nan,
+                      {"units": units, "long_name": long_name})
+    spec["converged"] = (("variant", dim), (n, S), "i1", (C, S), -1,
+                         {"long_name": "load step converged (1), failed (0), not run (-1)"})
+    for name, (units, long_name) in kc.METRICS.items():
+        spec[name] = (("variant", "side"), (n, 2), "f8", (C, 2), np.nan,
+                      {"units": units, "long_name": long_name})
+    spec["compliance_matrix"] = (("variant", "side", "dof", "component"), (n, 2, 6, 6), "f8",
+                                 (C, 2, 6, 6), np.nan,
+                                 {"units": kc.COMPLIANCE_UNITS,
+                                  "long_name": "wheel-centre compliance matrix at the design position, "
+                                               "one wheel loaded (rows dof, columns load component)"})
+    spec["status"] = (("variant",), (n,), "i1", (C,), -1,
+                      {"long_name": "variant status", "flag_values": list(STATUS),
+                       "flag_meanings": " ".join(STATUS.values())})
+    spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
+                                      {"long_name": "Newton iterations of the design position"})
+    spec["chunk_done"] = (("chunk",), (-(-n // C),), "i1", (1,), 0,
+                          {"long_name": "1 = compute chunk written completely"})
+    if pset.params:
+        for name in spec:
+            if name not in ("__coords__", "chunk_done", *pset.names):
+                spec[name][5]["coordinates"] = " ".join(pset.names)
+    return spec
+
+
+def cube_attrs(job, cfg_yaml):
+    topo = job["model"].topology
+    lc = job["lc"]
+    rows, _ = job["lock_index"]
+    return {
+        "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+        "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml,
+        "cube_kind": "kc", "analysis": lc["analysis"], "travel_mode": lc["mode"] or "",
+        "loaded_radius_m": lc["loaded_radius"], "brake_lock_stiffness_Nm_per_rad": lc["brake_lock"],
+        "brake_locked_bushings": [topo.bushing_names[i] for i in rows],
+        "conventions": CONVENTIONS, "parameters": list(job["pset"].names),
+        "chunk_size": int(job["chunk"]), **provenance(),
+    }
+
+
+def _place(thetas, n_dev):
+    from sweep.engine import _place as place
+    return place(thetas, n_dev)
+
+
+def run_kc_job(cfg, cfg_yaml, progress=None):
+    """Run (or resume) a K&C job into its cube. Returns a summary dict."""
+    job = prepare_kc(cfg)
+    path = str(cfg.output.path)
+    if not path.rstrip("/").endswith(".zarr"):
+        raise ModelError(f"output.path = {path!r} must end in .zarr")
+    identity = job_identity(cfg)
+    if os.path.exists(path) and cfg.output.get("overwrite", False):
+        try:
+            same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
+        except Exception:  # noqa: BLE001
+            same = False
+        if not same:
+            cube_store.remove(path)
+    store, _ = cube_store.create_store(path, store_spec(job), cube_attrs(job, cfg_yaml), identity)
+    X, C, pset = job["X"], job["chunk"], job["pset"]
+    n = len(X)
+    n_chunks = -(-n // C)
+    done = store.done()
+    todo = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"] and not done[k]]
+    summary = {"path": path, "n_variants": n, "chunk": C, "n_chunks": n_chunks, "todo": len(todo),
+               "compile_s": 0.0, "run_s": 0.0, "variants_run": 0, "devices": job["n_dev"],
+               "kind": "kc", "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
+    if not todo:
+        return summary
+    runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"])
+    tic = time.perf_counter()
+    runner = runner.lower(_place(np.tile(pset.nominal, (C, 1)), job["n_dev"])).compile()
+    summary["compile_s"] = time.perf_counter() - tic
+    bar = None
+    if progress is not False:
+        from tqdm import tqdm
+        bar = tqdm(total=sum(min(C, n - k * C) for k in todo), unit="variant", desc="variants",
+                   disable=progress is None and not os.isatty(2), dynamic_ncols=True)
+    tic = time.perf_counter()
+    names = [*CURVES, "converged", *kc.METRICS, "compliance_matrix"]
+    for k in todo:
+        a, b = k * C, min(n, (k + 1) * C)
+        thetas = np.tile(pset.nominal, (C, 1))
+        thetas[: b - a] = X[a:b]
+        outs, status, its = jax.device_get(runner(_place(thetas, job["n_dev"])))
+        data = {name: np.asarray(outs[name])[: b - a] for name in names}
+        data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
+        data["status"] = np.asarray(status)[: b - a]
+        data["equilibrium_iterations"] = np.asarray(its)[: b - a]
+        store.write_chunk(k, a, data)
+        summary["variants_run"] += b - a
+        if bar is not None:
+            bar.update(b - a)
+    summary["run_s"] = time.perf_counter() - tic
+    if bar is not None:
+        bar.close()
+    return summary
+
+
+def report(ds, cfg, s):
+    """Print the K&C job summary: status counts and the metrics of the first good variant."""
+    a = ds.attrs
+    mode = f" ({a['travel_mode']})" if a.get("travel_mode") else ""
+    print(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+          f"{a['n_dof']} DOF; K&C load case {cfg.loadcase.name}: {a['analysis']}{mode}, "
+          f"{s.get('steps', ds.sizes.get('travel', ds.sizes.get('load')))} steps; design "
+          f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
+    if s["variants_run"]:
+        rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
+        print(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
+              f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']} "
+              f"on {s['devices']} device(s)")
+    else:
+        print(f"{s['path']}: nothing to run for this shard, every chunk is complete")
+    status = ds.status.values
+    print("status: " + ", ".join(f"{v} {int(np.sum(status == k))}" for k, v in STATUS.items()
+                                 if np.sum(status == k) or k == 0))
+    ok = np.nonzero((status == 0) | (status == 3))[0]
+    if len(ok):
+        v = int(ok[0])
+        print(f"K&C metrics of variant {v} (left / right):")
+        for name, (units, _) in kc.METRICS.items():
+            lr = ds[name].values[v]
+            print(f"  {name:34s} {lr[0]:11.4g} / {lr[1]:11.4g}  {units}")
+    print(f"result cube: {os.path.abspath(s['path'])}")
+
+
+def main(cfg: DictConfig, progress=None) -> int:
+    """Run a K&C job (``loadcase.kind: kc``) and print its summary; 2 on a bad config."""
+    import xarray as xr
+    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
+    try:
+        if not is_kc(cfg):
+            raise ModelError(f"loadcase.kind = {cfg.loadcase.get('kind', 'time_response')!r}: "
+                             "python -m sweep.kc runs K&C load cases (loadcase=kc_*)")
+        summary = run_kc_job(cfg, config_yaml, progress=progress if progress is not None
+                             else bool(cfg.sweep.get("progress", True)))
+    except ModelError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    report(xr.open_zarr(summary["path"]), cfg, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    import hydra
+
+    import kernels  # noqa: F401  (float64)
+
+    @hydra.main(version_base="1.3", config_path="../configs", config_name="config")
+    def _entry(cfg: DictConfig) -> None:
+        code = main(cfg)
+        if code:
+            sys.exit(code)
+
+    _entry()
