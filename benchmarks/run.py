@@ -47,6 +47,7 @@ from kernels.system import model_system
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
+from sweep.cube import pooled_signals  # noqa: E402
 from sweep.job import equilibrium, lsrt2_run, make_channels, model_from_config, sample_grid  # noqa: E402
 from sweep.loadcase import build_excitation  # noqa: E402
 
@@ -186,32 +187,31 @@ class Axle:
         ch = make_channels()
         return jax.vmap(lambda rr, vv: ch(self.model, rr, vv, self.eq.r))(jnp.asarray(r), jnp.asarray(v))
 
-    def pooled(self, out, what):
-        if what == "displacement":
-            return np.concatenate([np.asarray(out["wheel_centre_displacement"])[:, s, 0] for s in (0, 1)])
-        names = self.model.topology.bushing_names
-        ref = self.model.topology.tables["reference_bushings"]
-        idx = [names.index(ref[s]) for s in ("left", "right")]
-        return np.concatenate([np.asarray(out["bushing_force"])[:, i, 0] for i in idx])
+    def inputs(self, float32=False):
+        """(model, excitation, r_eq), optionally with every float leaf in float32."""
+        if not float32:
+            return self.model, self.exc, self.eq.r
+
+        def cast(tree):
+            return jax.tree_util.tree_map(
+                lambda a: a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype.kind == "f" else a, tree)
+        return cast(self.model), cast(self.exc), cast(self.eq.r)
 
     def accuracy(self, options):
         t = 4.9 + np.arange(1101) * 1e-3
         ref = self.reference(t)
         rows = []
         for opt in options:
-            model, r_eq, dt = self.model, self.eq.r, jnp.float64
-            if opt.get("float32"):
-                dt = jnp.float32
-                model = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype == jnp.float64 else a, model)
-                r_eq = r_eq.astype(jnp.float32)
-            exc = jax.tree_util.tree_map(lambda a: a.astype(dt) if hasattr(a, "dtype") and a.dtype.kind == "f" else a, self.exc)
-            out = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1,
-                            relinearise_every=opt.get("relinearise_every", 1))
+            model, exc, r_eq = self.inputs(opt.get("float32", False))
+            kw = dict(n_samples=1101, every=1, relinearise_every=opt.get("relinearise_every", 1))
+            compiled = lsrt2_run.lower(model, exc, r_eq, 4.9, 1e-3, **kw).compile()
+            out = compiled(model, exc, r_eq, 4.9, 1e-3)
             row = dict(opt)
-            for what in ("displacement", "force"):
-                y, yr = self.pooled(out, what), self.pooled(ref, what)
-                row[f"nmse_{what}"] = float(metrics.nmse(y.astype(np.float64), yr))
+            for what, key in (("wheel_displacement", "displacement"), ("bushing_force", "force")):
+                y, yr = pooled_signals(out, self.model, what), pooled_signals(ref, self.model, what)
+                row[f"nmse_{key}"] = float(metrics.nmse(y.astype(np.float64), yr))
             row["dtype"] = str(jnp.asarray(out["wheel_centre_displacement"]).dtype)
+            row["us_per_step"] = 1e6 * best_of(lambda: compiled(model, exc, r_eq, 4.9, 1e-3), 2) / 1100
             rows.append(row)
         return rows
 
@@ -376,15 +376,7 @@ def main():
         options = [{"relinearise_every": 1}, {"relinearise_every": 2}, {"relinearise_every": 4},
                    {"relinearise_every": 8}, {"float32": True}]
         a["accuracy"] = ax.accuracy(options)
-        for row in a["accuracy"]:   # speed of each option, single variant, 1.1 s
-            kw = dict(n_samples=1101, every=1, relinearise_every=row.get("relinearise_every", 1))
-            model, r_eq, exc = ax.model, ax.eq.r, ax.exc
-            if row.get("float32"):
-                model = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if hasattr(x, "dtype") and x.dtype == jnp.float64 else x, model)
-                r_eq = r_eq.astype(jnp.float32)
-                exc = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if hasattr(x, "dtype") and x.dtype.kind == "f" else x, exc)
-            c = lsrt2_run.lower(model, exc, r_eq, 4.9, 1e-3, **kw).compile()
-            row["us_per_step"] = 1e6 * best_of(lambda: c(model, exc, r_eq, 4.9, 1e-3), 2) / 1100
+        for row in a["accuracy"]:
             print(f"{name} accuracy {row}", flush=True)
         res["axles"][name] = a
     if not args.quick:

@@ -134,18 +134,19 @@ def matvec(pattern: Pattern, blocks, x):
 
 
 # ----------------------------------------------------------------------------- elimination
-def minimum_degree_order(m, edges):
-    """Minimum-degree elimination order of the graph (ties: lowest index) and its fill edges."""
-    adj = [set() for _ in range(m)]
+def symbolic_elimination(m, edges, order=None):
+    """Eliminate the graph's nodes one by one, connecting each node's remaining
+    neighbours (the fill). ``order=None``: minimum degree (ties: lowest
+    index), else the given permutation. Returns (order, fill edges)."""
+    work = [set() for _ in range(m)]
     for i, j in edges:
         if i != j and i < m and j < m:
-            adj[i].add(j)
-            adj[j].add(i)
+            work[i].add(j)
+            work[j].add(i)
     alive = set(range(m))
-    order, fill = [], []
-    work = [set(a) for a in adj]
-    while alive:
-        k = min(alive, key=lambda n: (len(work[n]), n))
+    done, fill = [], []
+    for step in range(m):
+        k = min(alive, key=lambda n: (len(work[n]), n)) if order is None else order[step]
         nb = sorted(work[k])
         for a in nb:
             for b in nb:
@@ -156,8 +157,13 @@ def minimum_degree_order(m, edges):
         for a in nb:
             work[a].discard(k)
         alive.remove(k)
-        order.append(k)
-    return order, fill
+        done.append(k)
+    return done, fill
+
+
+def minimum_degree_order(m, edges):
+    """Minimum-degree elimination order of the graph and its fill edges."""
+    return symbolic_elimination(m, edges)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -205,28 +211,11 @@ def eliminate(pattern: Pattern, order=None) -> Elimination:
     """Symbolic block LU: order (minimum degree unless given), fill and superstep schedule."""
     m = pattern.m
     edges = [(int(i), int(j)) for i, j in zip(pattern.rows, pattern.cols) if i < j]
-    md_order, fill = minimum_degree_order(m, edges)
-    if order is None:
-        order = md_order
-    else:  # symbolic elimination in the given order
+    if order is not None:
         order = [int(k) for k in order]
         if sorted(order) != list(range(m)):
             raise ValueError(f"order = {order} is not a permutation of the {m} bodies")
-        adj = [set() for _ in range(m)]
-        for i, j in edges:
-            adj[i].add(j)
-            adj[j].add(i)
-        fill = []
-        done = set()
-        for k in order:
-            nb = sorted(adj[k] - done)
-            for a in nb:
-                for b in nb:
-                    if a < b and b not in adj[a]:
-                        adj[a].add(b)
-                        adj[b].add(a)
-                        fill.append((a, b))
-            done.add(k)
+    order, fill = symbolic_elimination(m, edges, order)
     filled = pattern_from_edges(m, edges + fill)
     pos = {k: p for p, k in enumerate(order)}
     nbrs = [set() for _ in range(m)]

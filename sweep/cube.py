@@ -46,6 +46,18 @@ def provenance():
     return info
 
 
+def pooled_signals(ch, model, what):
+    """The signals of method.md section 3 from a channels dict (leading time axis),
+    both sides pooled: ``wheel_displacement`` (longitudinal wheel-centre
+    displacement [m]) or ``bushing_force`` (longitudinal force in the
+    reference bushings [N])."""
+    if what == "wheel_displacement":
+        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, 0] for s in (0, 1)])
+    names = model.topology.bushing_names
+    idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in SIDES]
+    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, 0] for i in idx])
+
+
 def nmse_report(ds: xr.Dataset, ref: xr.Dataset, window=(4.9, 6.0)):
     """NMSE (method.md section 3) of the longitudinal wheel-centre displacement
     and of the longitudinal force in the reference bushings, both sides pooled,

@@ -77,3 +77,16 @@ def random_state(model, seed=0, dr=0.003, da=0.02, dv=0.05, dw=0.5):
     r = np.asarray(model.r_design) + np.hstack([rng.normal(0, dr, (m, 3)), rng.normal(0, da, (m, 3))])
     v = np.hstack([rng.normal(0, dv, (m, 3)), rng.normal(0, dw, (m, 3))])
     return jnp.asarray(r), jnp.asarray(v)
+
+
+def step_runs_against_radau(model, exc, r_eq, **radau_kw):
+    """LSRT2 (h = 1 ms, block solver) and the Radau reference over 4.9-6.0 s from
+    the equilibrium r_eq: (t, lsrt2 channels, reference channels)."""
+    import jax
+    from sweep.job import channels, lsrt2_run
+    from sweep.reference import radau
+    t = 4.9 + np.arange(1101) * 1e-3
+    lsrt2 = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1, relinearise_every=1)
+    _, r, v = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t, **radau_kw)
+    ref = jax.vmap(lambda rr, vv: channels(model, rr, vv, r_eq))(jnp.asarray(r), jnp.asarray(v))
+    return t, lsrt2, ref

@@ -2,7 +2,6 @@
 counts and topology of method.md section 1, static equilibrium checked by an
 independent force and moment balance, and the longitudinal step against the
 Radau reference (method.md section 3)."""
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -10,6 +9,8 @@ from scipy.spatial.transform import Rotation
 
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
+from sweep.cube import pooled_signals
+from tests.conftest import step_runs_against_radau
 
 PUBLISHED = {"wheel_displacement": 0.01286, "bushing_force": 0.01545}  # method.md section 3
 LINKS = ("upper_front_link", "upper_rear_link", "lateral_link", "trailing_link", "tie_rod")
@@ -127,24 +128,10 @@ def step_runs(ml_model, step_excitation, ml_equilibrium):
     Radau at rtol 1e-6, atol 1e-9 m / 1e-6 m/s keeps the test inside its
     budget; measured against rtol 1e-8 / 1e-10 / 1e-8 it differs by at most
     4.4e-8 m and 0.016 N, two orders below the LSRT2 error it measures."""
-    from sweep.job import channels, lsrt2_run
-    from sweep.reference import radau
-    model, r_eq = ml_model, ml_equilibrium.r
-    t = 4.9 + np.arange(1101) * 1e-3
-    lsrt2 = lsrt2_run(model, step_excitation, r_eq, 4.9, 1e-3, n_samples=1101, every=1,
-                      relinearise_every=1)
-    _, r, v = radau(model, step_excitation, r_eq, jnp.zeros_like(r_eq), t, rtol=1e-6,
-                    atol_coordinates=1e-9, atol_speeds=1e-6)
-    ref = jax.vmap(lambda rr, vv: channels(model, rr, vv, r_eq))(jnp.asarray(r), jnp.asarray(v))
-    return t, lsrt2, ref
+    return step_runs_against_radau(ml_model, step_excitation, ml_equilibrium.r, rtol=1e-6,
+                                   atol_coordinates=1e-9, atol_speeds=1e-6)
 
 
-def _pooled(ch, model, what):
-    if what == "wheel_displacement":
-        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, 0] for s in (0, 1)])
-    names = model.topology.bushing_names
-    idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in ("left", "right")]
-    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, 0] for i in idx])
 
 
 @pytest.mark.slow
@@ -153,8 +140,8 @@ def test_nmse_against_radau_within_published(step_runs, ml_model, what):
     """NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, both sides pooled."""
     t, lsrt2, ref = step_runs
     window = np.tile((t >= 4.9) & (t <= 6.0), 2)
-    y = _pooled(lsrt2, ml_model, what)[window]
-    y_ref = _pooled(ref, ml_model, what)[window]
+    y = pooled_signals(lsrt2, ml_model, what)[window]
+    y_ref = pooled_signals(ref, ml_model, what)[window]
     value = float(metrics.nmse(y, y_ref))
     print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]})")
     assert value <= PUBLISHED[what]

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from kernels import metrics
+from sweep.cube import pooled_signals
+from tests.conftest import step_runs_against_radau
 
 pytestmark = pytest.mark.slow
 PUBLISHED = {"wheel_displacement": 0.00243, "bushing_force": 0.00751}
@@ -11,33 +13,15 @@ PUBLISHED = {"wheel_displacement": 0.00243, "bushing_force": 0.00751}
 
 @pytest.fixture(scope="module")
 def runs(dw_model, step_excitation, dw_equilibrium):
-    import jax.numpy as jnp
-    from sweep.job import channels, lsrt2_run
-    from sweep.reference import radau
-    t = 4.9 + np.arange(1101) * 1e-3
-    lsrt2 = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.9, 1e-3,
-                      n_samples=1101, every=1, relinearise_every=1)
-    _, r, v = radau(dw_model, step_excitation, dw_equilibrium.r, jnp.zeros_like(dw_equilibrium.r), t,
-                    rtol=1e-8)
-    import jax
-    ref = jax.vmap(lambda rr, vv: channels(dw_model, rr, vv, dw_equilibrium.r))(jnp.asarray(r), jnp.asarray(v))
-    return t, lsrt2, ref
-
-
-def _pooled(ch, model, what):
-    if what == "wheel_displacement":
-        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, 0] for s in (0, 1)])
-    names = model.topology.bushing_names
-    idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in ("left", "right")]
-    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, 0] for i in idx])
+    return step_runs_against_radau(dw_model, step_excitation, dw_equilibrium.r, rtol=1e-8)
 
 
 @pytest.mark.parametrize("what", ["wheel_displacement", "bushing_force"])
 def test_nmse_against_radau_within_published(runs, dw_model, what):
     t, lsrt2, ref = runs
     window = (t >= 4.9) & (t <= 6.0)
-    y = _pooled(lsrt2, dw_model, what)[np.tile(window, 2)]
-    y_ref = _pooled(ref, dw_model, what)[np.tile(window, 2)]
+    y = pooled_signals(lsrt2, dw_model, what)[np.tile(window, 2)]
+    y_ref = pooled_signals(ref, dw_model, what)[np.tile(window, 2)]
     value = float(metrics.nmse(y, y_ref))
     print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]})")
     assert value <= PUBLISHED[what]
