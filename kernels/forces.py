@@ -100,6 +100,11 @@ def p2p_tension(prm, x1, x2):
     L = jnp.sqrt(jnp.sum(delta * delta))
     e = delta / L
     Ldot = jnp.sum(e * (vm2 - vm1))
+    return p2p_law(prm, L, Ldot), L, Ldot, (pm1, pm2, e, p1, R1, p2, R2)
+
+
+def p2p_law(prm, L, Ldot):
+    """Tension T [N] from length L [m] and rate dL/dt [m/s] (spring, damper, stops)."""
     s = prm["length"] - L
 
     def elastic(s):
@@ -116,7 +121,7 @@ def p2p_tension(prm, x1, x2):
     # force at 1 mm/s
     w = 0.5 * (1.0 + jnp.tanh(Ldot / DAMPER_BLEND))
     damp = damp * (prm["c_scale"][0] + (prm["c_scale"][1] - prm["c_scale"][0]) * w)
-    return damp - push, L, Ldot, (pm1, pm2, e, p1, R1, p2, R2)
+    return damp - push
 
 
 def p2p_element(prm, x1, x2):
@@ -240,9 +245,68 @@ def bushing_element_jacobian(prm, x1, x2):
                       (to_angles(dg1_2, E2), to_angles(dg2_2, E2)))
 
 
+def p2p_element_jacobian(prm, x1, x2):
+    """Generalised forces (g1, g2) of one P2P element and their derivatives in
+    closed form, in the layout of :func:`bushing_element_jacobian`.
+
+    F = T(L, dL/dt) e on body 1 at marker 1, -F on body 2 at marker 2, with
+    e = (pm2 - pm1) / L; dT/dL and dT/d(dL/dt) by forward-mode autodiff of
+    the scalar law, the kinematics by hand (body-frame rotation increments)."""
+    p1, R1, v1, w1 = _pose(x1)
+    p2, R2, v2, w2 = _pose(x2)
+    s1, s2 = prm["pos1"], prm["pos2"]
+    ws1, ws2 = jnp.cross(w1, s1), jnp.cross(w2, s2)
+    pm1, pm2 = p1 + mv(R1, s1), p2 + mv(R2, s2)
+    vm1, vm2 = v1 + mv(R1, ws1), v2 + mv(R2, ws2)
+    Delta, Dv = pm2 - pm1, vm2 - vm1
+    L = jnp.sqrt(jnp.sum(Delta * Delta))
+    e = Delta / L
+    Ldot = jnp.sum(e * Dv)
+    T, dT_dL = jax.jvp(lambda l_: p2p_law(prm, l_, Ldot), (L,), (jnp.ones_like(L),))
+    dT_dLd = jax.jvp(lambda ld: p2p_law(prm, L, ld), (Ldot,), (jnp.ones_like(Ldot),))[1]
+    F = T * e
+    eye = jnp.eye(3, dtype=F.dtype)
+    P = (eye - e[:, None] * e[None, :]) / L          # de/dDelta
+    # d(Delta)/d(dp_b, dphi_b) and d(Dv)/d(dphi_b, v_b, w_b); sign +1 for body 2, -1 for body 1
+    Z = jnp.zeros((3, 3), F.dtype)
+
+    def kin(R, s_, ws, sign):
+        dD = jnp.concatenate([eye, -mm(R, _skew(s_))], 1) * sign                              # (3, 6)
+        dDv = jnp.concatenate([Z, -mm(R, _skew(ws)), eye, -mm(R, _skew(s_))], 1) * sign       # (3, 12)
+        return dD, dDv
+    out = []
+    for R, s_, ws, sign in ((R1, s1, ws1, -1.0), (R2, s2, ws2, 1.0)):
+        dD, dDv = kin(R, s_, ws, sign)
+        dD12 = jnp.concatenate([dD, jnp.zeros((3, 6), F.dtype)], 1)                          # over (r, v)
+        de = mm(P, dD12)                                                                       # (3, 12)
+        dL = mtv(dD12, e)                                                                      # e^T dDelta, (12,)
+        dLd = mtv(de, Dv) + mtv(dDv, e)                                                        # (12,)
+        dT = dT_dL * dL + dT_dLd * dLd
+        dF = e[:, None] * dT[None, :] + T * de                                                 # (3, 12)
+        out.append(dF)
+    dF1, dF2 = out
+    # g1 = (F, s1 x R1^T F), g2 = (-F, -s2 x R2^T F)
+    R1TF, R2TF = mtv(R1, F), mtv(R2, F)
+
+    def torque(R, s_, dF, own):
+        d = mm(_skew(s_), mm(R.T, dF))
+        if own:   # d(R^T F)/dphi of the body's own rotation: [R^T F]x
+            d = d.at[:, 3:6].add(mm(_skew(s_), _skew(mtv(R, F))))
+        return d
+    g1 = jnp.concatenate([F, jnp.cross(s1, R1TF)])
+    g2 = jnp.concatenate([-F, -jnp.cross(s2, R2TF)])
+    E1, E2 = _angle_map(x1[3:6]), _angle_map(x2[3:6])
+
+    def to_angles(J, E):
+        return J.at[:, 3:6].set(mm(J[:, 3:6], E))
+    d1 = (jnp.concatenate([dF1, torque(R1, s1, dF1, True)]), -jnp.concatenate([dF1, torque(R2, s2, dF1, False)]))
+    d2 = (jnp.concatenate([dF2, torque(R1, s1, dF2, False)]), -jnp.concatenate([dF2, torque(R2, s2, dF2, True)]))
+    return (g1, g2), ((to_angles(d1[0], E1), to_angles(d1[1], E1)), (to_angles(d2[0], E2), to_angles(d2[1], E2)))
+
+
 GROUPS = (
     # (name, element function, parameter getter, topology attribute with body
     #  slots, closed-form element Jacobian or None for forward-mode autodiff)
     ("bushing", bushing_element, bushing_params, "bushing_bodies", bushing_element_jacobian),
-    ("p2p", p2p_element, p2p_params, "p2p_bodies", None),
+    ("p2p", p2p_element, p2p_params, "p2p_bodies", p2p_element_jacobian),
 )
