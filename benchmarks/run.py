@@ -11,7 +11,8 @@ every step unless stated:
   block and dense solve;
 * throughput in variant-steps per second at batch 1, 64, 256, 1024, 4096,
   block versus dense solve (integration only: every variant starts at the
-  nominal equilibrium with its own bushing-stiffness scales, 0.8-1.25);
+  nominal equilibrium with its own bushing-stiffness scales, 0.8-1.25;
+  batches sharded over all cores as JAX CPU devices, as the sweep app does);
 * floating-point operations per variant-step (XLA cost analysis of the
   compiled step; LAPACK calls of the dense LU are not counted by XLA) and the
   achieved fraction of the measured peak;
@@ -36,14 +37,19 @@ import subprocess
 import sys
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import yaml
+# as `python -m sweep` does: every core a JAX CPU device, batches sharded across them
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               f" --xla_force_host_platform_device_count={os.cpu_count() or 1}").strip()
 
-import kernels  # noqa: F401
-from kernels import loads, lsrt2, metrics
-from kernels.system import model_system
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+import kernels  # noqa: F401,E402
+from kernels import loads, lsrt2, metrics  # noqa: E402
+from kernels.system import model_system  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
@@ -112,8 +118,15 @@ class Axle:
         return jax.jit(jax.vmap(variant))
 
     def scales(self, B):
+        """Per-variant bushing-stiffness scales, sharded over the devices when B divides."""
         nb = len(self.model.topology.bushing_names)
-        return jnp.asarray(np.exp(np.random.default_rng(B).uniform(np.log(0.8), np.log(1.25), (B, nb, 1))))
+        x = jnp.asarray(np.exp(np.random.default_rng(B).uniform(np.log(0.8), np.log(1.25), (B, nb, 1))))
+        n_dev = jax.device_count()
+        if n_dev > 1 and B % n_dev == 0:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+            mesh = Mesh(np.array(jax.devices()), ("variant",))
+            x = jax.device_put(x, NamedSharding(mesh, PartitionSpec("variant")))
+        return x
 
     def throughput(self, solver, B, steps, repeat):
         run = self.batch_runner(solver, steps)
