@@ -203,23 +203,22 @@ def toe_camber_jacobian(model, r):
 
 def load_direction(analysis, loaded_radius):
     """Wheel-centre load (2, 6) of unit amplitude (1 N or 1 N m) of a force
-    analysis on both wheels, in each side's positive sense (module doc)."""
-    R = loaded_radius
-    s = SIDE_SIGN
-    U = np.zeros((2, 6))
+    analysis on both wheels, in each side's positive sense (module doc).
+    ``loaded_radius`` [m] may be traced."""
+    R = jnp.asarray(loaded_radius, jnp.float64)
+    s = jnp.asarray(SIDE_SIGN)
+    z = jnp.zeros(2)
     if analysis == "lateral_force":       # inboard, at the contact patch: Mx = R Fy
-        U[:, 1] = -s
-        U[:, 3] = -s * R
+        cols = (z, -s, z, -s * R, z, z)
     elif analysis == "traction_force":    # forward at the wheel centre
-        U[:, 0] = 1.0
+        cols = (z + 1.0, z, z, z, z, z)
     elif analysis == "braking_force":     # rearward at the contact patch: My = -R Fx
-        U[:, 0] = -1.0
-        U[:, 4] = R
+        cols = (z - 1.0, z, z, z, z + R, z)
     elif analysis == "aligning_torque":   # toe-out sense
-        U[:, 5] = s
+        cols = (z, z, z, z, z, s)
     else:
         raise ModelError(f"analysis = {analysis!r} is not one of {', '.join(FORCE_ANALYSES)}")
-    return U
+    return jnp.stack(cols, axis=1)
 
 
 # --------------------------------------------------------------------------- metrics

@@ -14,7 +14,7 @@ Entry points: ``python -m sweep loadcase=kc_wheel_travel ...`` (dispatch in
 module's Hydra app, which also prints the K&C summary).
 
 Cube (``xarray.open_zarr``): dims ``variant``, the step dimension ``travel``
-[m] (wheel travel) or ``load`` [N or N m] (force analyses), ``side``,
+[m] (wheel travel), ``force`` [N] or ``torque`` [N m] (force analyses), ``side``,
 ``axis``, ``component``, ``dof``. Variables: ``wheel_centre_displacement``
 (variant, step, side, axis) [m] from the design position; ``toe``,
 ``camber`` (variant, step, side) [rad, DIN 70000]; ``wheel_load`` (variant,
@@ -112,8 +112,8 @@ def load_case(lc: dict) -> dict:
                    long_name=f"wheel-centre travel from design height ({mode}; bump > 0)")
     else:
         lo, hi = _range(lc, "load", "N or N m")
-        units = "N m" if analysis == "aligning_torque" else "N"
-        out.update(dim="load", units=units,
+        torque = analysis == "aligning_torque"
+        out.update(dim="torque" if torque else "force", units="N m" if torque else "N",
                    long_name=f"{analysis.replace('_', ' ')} per wheel, each side's positive sense")
     out["amplitudes"] = np.linspace(lo, hi, steps) if steps > 1 else np.array([hi])
     return out
@@ -320,7 +320,7 @@ def report(ds, cfg, s):
     mode = f" ({a['travel_mode']})" if a.get("travel_mode") else ""
     print(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
           f"{a['n_dof']} DOF; K&C load case {cfg.loadcase.name}: {a['analysis']}{mode}, "
-          f"{s.get('steps', ds.sizes.get('travel', ds.sizes.get('load')))} steps; design "
+          f"{s.get('steps')} steps; design "
           f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
     if s["variants_run"]:
         rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
