@@ -101,7 +101,10 @@ def _newton(step, x0, tol, max_iter, polish):
     Returns (x, converged, iterations to convergence, residual at x)."""
     def cond(state):
         x, it, res, dx, extra, it_conv = state
-        return (extra <= polish) & (it < max_iter + polish) & jnp.isfinite(res)
+        # iterate while not converged and below max_iter; once converged,
+        # exactly ``polish`` more steps
+        return ((extra <= polish) & ((extra > 0) | (it < max_iter))
+                & jnp.isfinite(res))
 
     def body(state):
         x, it, _, dx, extra, it_conv = state

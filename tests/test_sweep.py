@@ -165,7 +165,11 @@ def _assert_same_cube(a, b, exact=True):
 
 def test_sigkill_then_rerun_completes_without_loss(tmp_path, ref12):
     path = tmp_path / "killed.zarr"
-    proc = subprocess.Popen(_job(path), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # one device like the in-process reference, so that values are bitwise
+    # comparable (python -m sweep otherwise shards a chunk over every core)
+    env = dict(os.environ, AXLE_CPU_DEVICES="1")
+    proc = subprocess.Popen(_job(path), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
     deadline = time.time() + 300
     done = 0
     while time.time() < deadline and proc.poll() is None:
@@ -187,7 +191,7 @@ def test_sigkill_then_rerun_completes_without_loss(tmp_path, ref12):
         sl = slice(2 * k, 2 * k + 2)
         assert np.all(partial.status.values[sl] == 0)
         np.testing.assert_array_equal(partial.bushing_force.values[sl], ref12.bushing_force.values[sl])
-    rerun = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert rerun.returncode == 0, rerun.stderr
     ds = xr.open_zarr(path)
     assert np.all(ds.chunk_done.values == 1) and list(ds.variant.values) == list(range(12))
