@@ -12,7 +12,7 @@ every step unless stated:
 * throughput in variant-steps per second at batch 1, 64, 256, 1024, 4096,
   block versus dense solve (integration only: every variant starts at the
   nominal equilibrium with its own bushing-stiffness scales, 0.8-1.25;
-  batches sharded over all cores as JAX CPU devices, as the sweep app does);
+  batches on one device, as the sweep app does by default);
 * floating-point operations per variant-step (XLA cost analysis of the
   compiled step; LAPACK calls of the dense LU are not counted by XLA) and the
   achieved fraction of the measured peak;
@@ -37,10 +37,11 @@ import subprocess
 import sys
 import time
 
-# as `python -m sweep` does: every core a JAX CPU device, batches sharded across them
-if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={os.cpu_count() or 1}").strip()
+# as `python -m sweep` does: one device unless AXLE_CPU_DEVICES=n (see sweep/__main__.py)
+if os.environ.get("AXLE_CPU_DEVICES") and \
+        "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count="
+                               f"{int(os.environ['AXLE_CPU_DEVICES'])}").strip()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

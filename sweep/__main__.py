@@ -1,19 +1,22 @@
 """``python -m sweep``: the Hydra app (config in ../configs).
 
-On a CPU, XLA runs one computation on one core; the app therefore exposes
-every core as a JAX CPU device (``--xla_force_host_platform_device_count``),
-so that the engine shards each chunk of variants across the cores like
-across GPUs. Harmless where an accelerator is the default device; set
-``XLA_FLAGS`` yourself (or ``AXLE_CPU_DEVICES=1``) to choose otherwise.
+Devices: a chunk of variants is split across every JAX device
+(``sweep.engine.map_variants``), e.g. several GPUs. On a CPU, XLA can expose
+every core as a device (``AXLE_CPU_DEVICES=n`` sets
+``--xla_force_host_platform_device_count=n``), but this is opt-in: on the
+2-core development machine a 2-device job with chunks of 128 variants and
+more never finished (the XLA CPU client's concurrent executions stalled,
+with or without cross-device communication), while small chunks work and
+are tested. One device is the default.
 """
 import logging
 import os
 import sys
 
-if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    _n = os.environ.get("AXLE_CPU_DEVICES") or str(os.cpu_count() or 1)
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={int(_n)}").strip()
+if os.environ.get("AXLE_CPU_DEVICES") and \
+        "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count="
+                               f"{int(os.environ['AXLE_CPU_DEVICES'])}").strip()
 
 import hydra
 from omegaconf import DictConfig

@@ -30,6 +30,10 @@ def main(cfg: DictConfig, progress=None) -> int:
         return 2
     path = summary["path"]
     ds = xr.open_zarr(path)
+    if summary.get("kind") == "kc":              # quasi-static K&C cube (sweep/kc.py)
+        from sweep import kc as kc_jobs
+        kc_jobs.report(ds, cfg, summary)
+        return 0
     report(ds, cfg, summary)
     if summary["variants_run"] and bool(np.all(ds.chunk_done.values)):
         try:

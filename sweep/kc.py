@@ -144,8 +144,9 @@ def prepare_kc(cfg) -> dict:
                 num_shards=nsh, chunk=C, n_dev=n_dev)
 
 
-def make_kc_runner(model, pset, lc, lock_index):
-    """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations)."""
+def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
+    """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations),
+    each of ``n_dev`` devices mapping its own slice (``sweep.engine.map_variants``)."""
     R = lc["loaded_radius"]
     amps = lc["amplitudes"]
 
@@ -169,7 +170,8 @@ def make_kc_runner(model, pset, lc, lock_index):
                  for k, v in curve.items()}
         return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, status, eq.iterations
 
-    return jax.jit(jax.vmap(variant))
+    from sweep.engine import map_variants
+    return map_variants(variant, n_dev)
 
 
 def job_identity(cfg):
@@ -284,7 +286,7 @@ def run_kc_job(cfg, cfg_yaml, progress=None):
                "kind": "kc", "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
     if not todo:
         return summary
-    runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"])
+    runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
     tic = time.perf_counter()
     runner = runner.lower(_place(np.tile(pset.nominal, (C, 1)), job["n_dev"])).compile()
     summary["compile_s"] = time.perf_counter() - tic

@@ -111,12 +111,13 @@ def parse_objectives(spec) -> list:
         if not (np.isfinite(weight) and weight >= 0):
             raise ModelError(f"{what}.weight = {o.get('weight')} must be >= 0")
         scale = o.get("scale")
+        from_target = scale is None
         scale = abs(target) if scale is None else float(scale)
         if not (np.isfinite(scale) and scale > 0):
             raise ModelError(f"{what}.scale = {o.get('scale')}: needs a positive normalisation "
                              "(give scale when the target is 0)")
         out.append(dict(name=name, metric=metric, side=side, target=target, weight=weight,
-                        scale=scale, compliance=comp, kind="time" if metric in TIME_METRICS else "kc",
+                        scale=scale, scale_from_target=from_target, compliance=comp, kind="time" if metric in TIME_METRICS else "kc",
                         units=metric_units(metric)))
     return out
 
@@ -463,6 +464,33 @@ def optimise(problem, oc, progress=True, log=print):
     return hist
 
 
+def targets_from(problem, oc, values, log=print):
+    """Replace every objective's target by the response of the axle with the
+    parameter values ``values`` ({parameter: value}; the others nominal) -
+    synthetic targets for identification / recovery studies. Evaluated with
+    the compiled optimisation step (no extra compilation)."""
+    names = problem.pset.names
+    for k in values:
+        if k not in names:
+            raise ModelError(f"targets_from.{k}: not a tuned parameter (one of {', '.join(names)})")
+    theta = np.array([float(values.get(p.name, p.nominal)) for p in problem.pset.params])
+    for p, v in zip(problem.pset.params, theta):
+        if not p.lower <= v <= p.upper:
+            raise ModelError(f"targets_from.{p.name} = {v} is outside bounds [{p.lower}, {p.upper}]")
+    n_starts = len(start_points(problem, oc, names))
+    _, (vstep, vinit) = compiled_step(problem, oc)
+    Z = jnp.asarray(np.tile(problem.z_of(theta), (n_starts, 1)))
+    y = np.asarray(vstep(Z, vinit(Z), *(jnp.asarray(a) for a in problem.weights()))[4])[0]
+    if not np.all(np.isfinite(y)):
+        raise ModelError(f"targets_from = {values}: the responses there are not finite (equilibrium failed)")
+    log("targets from " + ", ".join(f"{n} = {v:g}" for n, v in zip(names, theta)) + ":")
+    for o, v in zip(problem.objectives, y):
+        o["target"] = float(v)
+        if o["scale_from_target"] and v != 0:
+            o["scale"] = abs(float(v))
+        log(f"  {o['name']:32s} {v:11.5g} {o['units']}")
+
+
 def gradient_check(problem, oc, step=1e-4, log=print):
     """Check the exact gradient of every response against central differences.
 
@@ -567,9 +595,17 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
         raise ModelError(f"output.path = {path!r} exists; choose another output.path or set output.overwrite=true")
     problem = TuneProblem(cfg)
     oc = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    # every optimizer setting is checked before any compilation
+    make_optimizer(oc)
+    start_points(problem, oc, problem.pset.names)
+    if int(oc.get("iterations", 100)) < 0:
+        raise ModelError(f"optimizer.iterations = {oc.get('iterations')} must be >= 0")
     log(f"tuning {len(problem.pset)} parameter(s) of {problem.model.topology.name} "
         f"({', '.join(problem.pset.names)}) for {len(problem.objectives)} objective(s), "
         f"{oc.get('n_starts', 1)} start(s), optimizer {oc.get('name', 'lbfgs')}")
+    synthetic = OmegaConf.to_container(cfg.get("targets_from") or {}, resolve=True)
+    if synthetic:
+        targets_from(problem, oc, synthetic, log=log)
     gc = OmegaConf.to_container(cfg.get("gradient_check") or {}, resolve=True)
     checked = None
     if gc.get("enabled", False):
