@@ -603,10 +603,12 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
     log(f"tuning {len(problem.pset)} parameter(s) of {problem.model.topology.name} "
         f"({', '.join(problem.pset.names)}) for {len(problem.objectives)} objective(s), "
         f"{oc.get('n_starts', 1)} start(s), optimizer {oc.get('name', 'lbfgs')}")
-    synthetic = OmegaConf.to_container(cfg.get("targets_from") or {}, resolve=True)
+    synthetic = cfg.get("targets_from")
+    synthetic = OmegaConf.to_container(synthetic, resolve=True) if synthetic else {}
     if synthetic:
         targets_from(problem, oc, synthetic, log=log)
-    gc = OmegaConf.to_container(cfg.get("gradient_check") or {}, resolve=True)
+    gc = cfg.get("gradient_check")
+    gc = OmegaConf.to_container(gc, resolve=True) if gc else {}
     checked = None
     if gc.get("enabled", False):
         h = float(gc.get("step", 1e-4))
