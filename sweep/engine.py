@@ -284,27 +284,37 @@ def run_job(cfg, cfg_yaml, progress=None):
     return run_time_response_job(cfg, cfg_yaml, progress)
 
 
+def open_job_store(cfg, job, spec, attrs, identity):
+    """Create or reopen the job's store (``output.overwrite`` replaces a store
+    of another job) and list this shard's unfinished chunks.
+
+    Returns (path, store, created, todo chunk indices)."""
+    path = str(cfg.output.path)
+    if not path.rstrip("/").endswith(".zarr"):
+        raise ModelError(f"output.path = {path!r} must end in .zarr")
+    if os.path.exists(path) and cfg.output.get("overwrite", False):
+        try:
+            same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
+        except Exception:  # noqa: BLE001 - unreadable store: replace it
+            same = False
+        if not same:
+            cube_store.remove(path)
+    store, created = cube_store.create_store(path, spec, attrs, identity)
+    n_chunks = -(-len(job["X"]) // job["chunk"])
+    done = store.done()
+    todo = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"] and not done[k]]
+    return path, store, created, todo
+
+
 def run_time_response_job(cfg, cfg_yaml, progress=None):
     """Run (or resume) a time-response job (LSRT2 or Radau) into its cube."""
     job = prepare(cfg)
     job["integ"] = OmegaConf.to_container(cfg.integrator, resolve=True)
-    path = str(cfg.output.path)
-    if not path.rstrip("/").endswith(".zarr"):
-        raise ModelError(f"output.path = {path!r} must end in .zarr")
-    identity = job_identity(cfg)
-    if os.path.exists(path) and cfg.output.get("overwrite", False):
-        try:
-            same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
-        except Exception:  # noqa: BLE001
-            same = False
-        if not same:
-            cube_store.remove(path)
-    store, created = cube_store.create_store(path, store_spec(job), cube_attrs(job, cfg_yaml), identity)
+    path, store, created, todo = open_job_store(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
+                                                job_identity(cfg))
     X, C = job["X"], job["chunk"]
     n = len(X)
     n_chunks = -(-n // C)
-    done = store.done()
-    todo = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"] and not done[k]]
     summary = {"path": path, "n_variants": n, "chunk": C, "n_chunks": n_chunks, "todo": len(todo),
                "compile_s": 0.0, "run_s": 0.0, "variants_run": 0, "equilibrium_s": 0.0,
                "simulated_s": job["t1"] - job["t0"], "n_samples": job["n_samples"], "dt": job["dt"],

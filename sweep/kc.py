@@ -38,7 +38,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from kernels import kc
 from kernels.model import ModelError
-from sweep import store as cube_store
 from sweep.cube import provenance
 from sweep.design import make_design
 from sweep.job import model_from_config
@@ -194,7 +193,7 @@ CURVES = {
 
 
 def store_spec(job):
-    model, pset, X, lc = job["model"], job["pset"], job["X"], job["lc"]
+    pset, X, lc = job["pset"], job["X"], job["lc"]
     n, C, S = len(X), job["chunk"], len(lc["amplitudes"])
     dim = lc["dim"]
     sizes = {"side": 2, "axis": 3, "component": 6, "dof": 6}
@@ -264,23 +263,12 @@ def _place(thetas, n_dev):
 def run_kc_job(cfg, cfg_yaml, progress=None):
     """Run (or resume) a K&C job into its cube. Returns a summary dict."""
     job = prepare_kc(cfg)
-    path = str(cfg.output.path)
-    if not path.rstrip("/").endswith(".zarr"):
-        raise ModelError(f"output.path = {path!r} must end in .zarr")
-    identity = job_identity(cfg)
-    if os.path.exists(path) and cfg.output.get("overwrite", False):
-        try:
-            same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
-        except Exception:  # noqa: BLE001
-            same = False
-        if not same:
-            cube_store.remove(path)
-    store, _ = cube_store.create_store(path, store_spec(job), cube_attrs(job, cfg_yaml), identity)
+    from sweep.engine import open_job_store
+    path, store, _, todo = open_job_store(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
+                                          job_identity(cfg))
     X, C, pset = job["X"], job["chunk"], job["pset"]
     n = len(X)
     n_chunks = -(-n // C)
-    done = store.done()
-    todo = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"] and not done[k]]
     summary = {"path": path, "n_variants": n, "chunk": C, "n_chunks": n_chunks, "todo": len(todo),
                "compile_s": 0.0, "run_s": 0.0, "variants_run": 0, "devices": job["n_dev"],
                "kind": "kc", "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
