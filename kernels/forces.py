@@ -127,7 +127,7 @@ def p2p_law(prm, L, Ldot):
 def p2p_element(prm, x1, x2):
     """Generalised forces (g1, g2) of one point-to-point element."""
     T, _, _, (pm1, pm2, e, p1, R1, p2, R2) = p2p_tension(prm, x1, x2)
-    zero = jnp.zeros(3)
+    zero = jnp.zeros(3, T.dtype)
     return _apply(T * e, zero, pm1, p1, R1, p2, R2, at2=pm2)
 
 
@@ -180,8 +180,8 @@ def bushing_element_jacobian(prm, x1, x2):
     defl = jnp.concatenate([mtv(Rm1, Delta), rotation_vector(Rrel)])
     rate = jnp.concatenate([mtv(Rm1, Dv), mtv(A1, R2w2 - w1)])
     # characteristics: value and diagonal slopes
-    f, kd = jax.jvp(lambda d: bushing_local_force(prm, d, rate), (defl,), (jnp.ones(6),))
-    cd = jax.jvp(lambda r_: bushing_local_force(prm, defl, r_), (rate,), (jnp.ones(6),))[1]
+    f, kd = jax.jvp(lambda d: bushing_local_force(prm, d, rate), (defl,), (jnp.ones_like(defl),))
+    cd = jax.jvp(lambda r_: bushing_local_force(prm, defl, r_), (rate,), (jnp.ones_like(rate),))[1]
     ft, fr = f[:3], f[3:]
     # derivative of the rotation-vector map for right / left increments
     eye = jnp.eye(3, dtype=Rrel.dtype)

@@ -44,7 +44,7 @@ def u_at(exc: Excitation, t):
 
 def du_dt(exc: Excitation, t):
     """du/dt(t), shape (2, 6) (zero for steps, amplitude / duration inside a ramp)."""
-    return jax.jacfwd(u_at, argnums=1)(exc, jnp.asarray(t, jnp.float64))
+    return jax.jacfwd(u_at, argnums=1)(exc, jnp.asarray(t, exc.base.dtype))
 
 
 def switch_times(exc: Excitation):

@@ -330,6 +330,25 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
         tic = time.perf_counter()
         runner = runner.lower(_place(np.zeros((C, len(pset))), job["n_dev"])).compile()
         summary["compile_s"] = time.perf_counter() - tic
+    if runner is not None:
+        def run_chunk(thetas, m):
+            return jax.device_get(runner(_place(thetas, job["n_dev"])))
+    else:
+        def run_chunk(thetas, m):
+            return _radau_chunk(job, thetas[:m])
+    return stream_chunks(job, store, todo, run_chunk, CHANNELS, progress, summary)
+
+
+def stream_chunks(job, store, todo, run_chunk, names, progress, summary):
+    """Run this shard's unfinished chunks and write each to the store as soon
+    as it finishes (what was written survives a crash; a rerun skips it).
+
+    ``run_chunk(thetas, m)`` runs one padded chunk (rows past ``m`` are the
+    nominal axle) and returns (outputs dict, status, equilibrium iterations).
+    A tqdm bar shows variants done, variants/s and ETA. Updates and returns
+    ``summary`` (variants_run, run_s)."""
+    X, C, pset = job["X"], job["chunk"], job["pset"]
+    n = len(X)
     bar = None
     if progress is not False:
         from tqdm import tqdm
@@ -341,11 +360,8 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
         a, b = k * C, min(n, (k + 1) * C)
         thetas = np.tile(pset.nominal, (C, 1))          # padding rows run the nominal axle
         thetas[: b - a] = X[a:b]
-        if runner is not None:
-            outs, status, its = jax.device_get(runner(_place(thetas, job["n_dev"])))
-        else:
-            outs, status, its = _radau_chunk(job, thetas[: b - a])
-        data = {name: np.asarray(outs[name])[: b - a] for name in CHANNELS}
+        outs, status, its = run_chunk(thetas, b - a)
+        data = {name: np.asarray(outs[name])[: b - a] for name in names}
         data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
         data["status"] = np.asarray(status)[: b - a]
         data["equilibrium_iterations"] = np.asarray(its)[: b - a]

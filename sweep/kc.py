@@ -263,7 +263,7 @@ def _place(thetas, n_dev):
 def run_kc_job(cfg, cfg_yaml, progress=None):
     """Run (or resume) a K&C job into its cube. Returns a summary dict."""
     job = prepare_kc(cfg)
-    from sweep.engine import open_job_store
+    from sweep.engine import open_job_store, stream_chunks
     path, store, _, todo = open_job_store(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
                                           job_identity(cfg))
     X, C, pset = job["X"], job["chunk"], job["pset"]
@@ -278,30 +278,11 @@ def run_kc_job(cfg, cfg_yaml, progress=None):
     tic = time.perf_counter()
     runner = runner.lower(_place(np.tile(pset.nominal, (C, 1)), job["n_dev"])).compile()
     summary["compile_s"] = time.perf_counter() - tic
-    bar = None
-    if progress is not False:
-        from tqdm import tqdm
-        bar = tqdm(total=sum(min(C, n - k * C) for k in todo), unit="variant", desc="variants",
-                   disable=progress is None and not os.isatty(2), dynamic_ncols=True)
-    tic = time.perf_counter()
     names = [*CURVES, "converged", *kc.METRICS, "compliance_matrix"]
-    for k in todo:
-        a, b = k * C, min(n, (k + 1) * C)
-        thetas = np.tile(pset.nominal, (C, 1))
-        thetas[: b - a] = X[a:b]
-        outs, status, its = jax.device_get(runner(_place(thetas, job["n_dev"])))
-        data = {name: np.asarray(outs[name])[: b - a] for name in names}
-        data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
-        data["status"] = np.asarray(status)[: b - a]
-        data["equilibrium_iterations"] = np.asarray(its)[: b - a]
-        store.write_chunk(k, a, data)
-        summary["variants_run"] += b - a
-        if bar is not None:
-            bar.update(b - a)
-    summary["run_s"] = time.perf_counter() - tic
-    if bar is not None:
-        bar.close()
-    return summary
+
+    def run_chunk(thetas, m):
+        return jax.device_get(runner(_place(thetas, job["n_dev"])))
+    return stream_chunks(job, store, todo, run_chunk, names, progress, summary)
 
 
 def report(ds, cfg, s):

@@ -122,6 +122,13 @@ class ParameterSet:
         return dataclasses.replace(model, **updates)
 
 
+def check_keys(what, mapping, known):
+    """One-line error naming the first key of ``mapping`` not in ``known``."""
+    for key in mapping:
+        if key not in known:
+            raise ModelError(f"{what}.{key}: unknown key (known: {', '.join(sorted(known))})")
+
+
 def build_parameters(spec, model) -> ParameterSet:
     """Resolve ``sweep.parameters`` (mapping name -> spec) against a model."""
     topo = model.topology
@@ -130,9 +137,7 @@ def build_parameters(spec, model) -> ParameterSet:
         what = f"sweep.parameters.{name}"
         if not isinstance(p, dict):
             raise ModelError(f"{what} must be a mapping")
-        for key in p:
-            if key not in KNOWN_KEYS:
-                raise ModelError(f"{what}.{key}: unknown key (known: {', '.join(sorted(KNOWN_KEYS))})")
+        check_keys(what, p, KNOWN_KEYS)
         target = p.get("target")
         if target not in TARGETS:
             raise ModelError(f"{what}.target = {target!r} is not one of {', '.join(TARGETS)}")

@@ -60,7 +60,7 @@ from omegaconf import DictConfig, OmegaConf
 from kernels import kc, loads, metrics, statics
 from kernels.model import ModelError
 from sweep.job import model_from_config
-from sweep.params import build_parameters
+from sweep.params import build_parameters, check_keys
 
 TIME_METRICS = {"peak_bushing_force": "kN", "settling_displacement": "mm"}
 OBJECTIVE_KEYS = {"metric", "side", "target", "weight", "scale"}
@@ -87,9 +87,7 @@ def parse_objectives(spec) -> list:
         what = f"objectives.{name}"
         if not isinstance(o, dict):
             raise ModelError(f"{what} must be a mapping with metric and target")
-        for key in o:
-            if key not in OBJECTIVE_KEYS:
-                raise ModelError(f"{what}.{key}: unknown key (known: {', '.join(sorted(OBJECTIVE_KEYS))})")
+        check_keys(what, o, OBJECTIVE_KEYS)
         metric = o.get("metric")
         comp = None
         if isinstance(metric, str) and metric.startswith("compliance."):
@@ -193,9 +191,7 @@ class TuneProblem:
         what = "time_response"
         known = {"t_end", "step_time", "dt", "wheel_loads", "step", "settle_window", "checkpoint_block",
                  "solver"}
-        for key in tr:
-            if key not in known:
-                raise ModelError(f"{what}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        check_keys(what, tr, known)
         dt = float(tr.get("dt", 1e-3))
         t_end = float(tr.get("t_end", 0.3))
         t_step = float(tr.get("step_time", 0.05))
@@ -388,6 +384,21 @@ def compiled_step(problem, oc):
     return name, _STEPS[key]
 
 
+def parameter_point(problem, values, what):
+    """Parameter vector from a mapping name -> value (nominal where not given);
+    one-line error naming ``what.name`` for an unknown name or a value out of
+    bounds."""
+    names = problem.pset.names
+    for k in values:
+        if k not in names:
+            raise ModelError(f"{what}.{k}: not a tuned parameter (one of {', '.join(names)})")
+    theta = np.array([float(values.get(p.name, p.nominal)) for p in problem.pset.params])
+    for p, v in zip(problem.pset.params, theta):
+        if not p.lower <= v <= p.upper:
+            raise ModelError(f"{what}.{p.name} = {v} is outside bounds [{p.lower}, {p.upper}]")
+    return theta
+
+
 def start_points(problem, oc, names):
     """(n_starts, P) parameter values: start 0 = optimizer.start (default nominal),
     the others a Latin hypercube over the bounds (seeded)."""
@@ -395,15 +406,7 @@ def start_points(problem, oc, names):
     n = int(oc.get("n_starts", 1))
     if n < 1:
         raise ModelError(f"optimizer.n_starts = {n} must be >= 1")
-    start = dict(oc.get("start") or {})
-    for k in start:
-        if k not in names:
-            raise ModelError(f"optimizer.start.{k}: not a tuned parameter (one of {', '.join(names)})")
-    theta0 = np.array([float(start.get(p.name, p.nominal)) for p in problem.pset.params])
-    for p, v in zip(problem.pset.params, theta0):
-        if not p.lower <= v <= p.upper:
-            raise ModelError(f"optimizer.start.{p.name} = {v} is outside bounds [{p.lower}, {p.upper}]")
-    starts = [theta0]
+    starts = [parameter_point(problem, dict(oc.get("start") or {}), "optimizer.start")]
     if n > 1:
         U = qmc.LatinHypercube(d=len(names), seed=int(oc.get("seed", 0))).random(n - 1)
         starts += list(problem.pset.from_unit(U))
@@ -470,13 +473,7 @@ def targets_from(problem, oc, values, log=print):
     synthetic targets for identification / recovery studies. Evaluated with
     the compiled optimisation step (no extra compilation)."""
     names = problem.pset.names
-    for k in values:
-        if k not in names:
-            raise ModelError(f"targets_from.{k}: not a tuned parameter (one of {', '.join(names)})")
-    theta = np.array([float(values.get(p.name, p.nominal)) for p in problem.pset.params])
-    for p, v in zip(problem.pset.params, theta):
-        if not p.lower <= v <= p.upper:
-            raise ModelError(f"targets_from.{p.name} = {v} is outside bounds [{p.lower}, {p.upper}]")
+    theta = parameter_point(problem, values, "targets_from")
     n_starts = len(start_points(problem, oc, names))
     _, (vstep, vinit) = compiled_step(problem, oc)
     Z = jnp.asarray(np.tile(problem.z_of(theta), (n_starts, 1)))

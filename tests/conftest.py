@@ -90,3 +90,16 @@ def step_runs_against_radau(model, exc, r_eq, **radau_kw):
     _, r, v = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t, **radau_kw)
     ref = jax.vmap(lambda rr, vv: channels(model, rr, vv, r_eq))(jnp.asarray(r), jnp.asarray(v))
     return t, lsrt2, ref
+
+
+def single_mount_tables():
+    """A 2 kg body on one 6-direction bushing to ground (a toy model for
+    gradient and memory tests of the integration)."""
+    inertia = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
+    return {"name": "mount", "gravity": [0, 0, -9.81],
+            "bodies": [{"index": 1, "name": "b", "mass": 2.0, "inertia": inertia, "position": [0.0, 0.0, 0.0]}],
+            "markers": [{"index": 1, "name": "g", "body": 0, "position": [0.05, 0, 0]},
+                        {"index": 2, "name": "b", "body": 1, "position": [0.05, 0, 0]}],
+            "bushings": [{"index": 1, "name": "mount", "marker_1": 2, "marker_2": 1,
+                          "stiffness": [2e4, 3e4, 4e4, 50, 60, 70], "damping": [20, 20, 20, 0.1, 0.1, 0.1]}],
+            "p2p": [], "wheels": {"left": 1, "right": 1}}

@@ -142,17 +142,10 @@ def test_gradient_through_the_integration_matches_finite_differences():
     mode equals central differences."""
     from kernels import loads
     from kernels.model import build_model
+    from tests.conftest import single_mount_tables
     from kernels.system import model_system
     import dataclasses
-    I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
-    tables = {"name": "mount", "gravity": [0, 0, -9.81],
-              "bodies": [{"index": 1, "name": "b", "mass": 2.0, "inertia": I, "position": [0.0, 0.0, 0.0]}],
-              "markers": [{"index": 1, "name": "g", "body": 0, "position": [0.05, 0, 0]},
-                          {"index": 2, "name": "b", "body": 1, "position": [0.05, 0, 0]}],
-              "bushings": [{"index": 1, "name": "mount", "marker_1": 2, "marker_2": 1,
-                            "stiffness": [2e4, 3e4, 4e4, 50, 60, 70], "damping": [20, 20, 20, 0.1, 0.1, 0.1]}],
-              "p2p": [], "wheels": {"left": 1, "right": 1}}
-    model = build_model(tables)
+    model = build_model(single_mount_tables())
     exc = loads.excitation(np.zeros((2, 6)))
 
     def final_z(scale):
@@ -166,3 +159,32 @@ def test_gradient_through_the_integration_matches_finite_differences():
     fd = (f(1.3 + eps) - f(1.3 - eps)) / (2 * eps)
     assert abs(float(fd)) > 1e-6
     np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
+def test_float32_option_runs_in_float32_and_stays_close_to_float64():
+    """The float32 speed option (every float leaf of model, excitation and
+    state cast, as benchmarks/run.py does): the integration stays in float32
+    (no silent promotion back to float64 by constants in the kernels) and
+    follows the float64 trajectory of a step response to float32 accuracy."""
+    from kernels import loads
+    from kernels.model import build_model
+    from kernels.system import model_system
+    from tests.conftest import single_mount_tables
+    model = build_model(single_mount_tables())
+    exc = loads.excitation(np.zeros((2, 6)), [(0.01, 0.0, np.full((2, 6), 20.0))])
+
+    def cast(tree):
+        return jax.tree_util.tree_map(
+            lambda a: a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype.kind == "f" else a, tree)
+
+    def run(m, e, r0):
+        return lsrt2.simulate(model_system(m, e), r0, jnp.zeros_like(r0), 0.0, 1e-3, 60).outputs["r"]
+
+    r0 = model.r_design.reshape(-1)
+    ref = np.asarray(jax.jit(run)(model, exc, r0))
+    m32, e32, r32 = cast(model), cast(exc), cast(r0)
+    y = jax.jit(run)(m32, e32, r32)
+    assert y.dtype == jnp.float32
+    dz = ref[:, 2] - ref[0, 2]
+    assert np.ptp(dz) > 1e-4                      # the step moves the body
+    np.testing.assert_allclose(np.asarray(y[:, 2], np.float64) - float(y[0, 2]), dz, atol=1e-5 * np.ptp(dz) + 2e-7)

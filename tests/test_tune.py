@@ -43,17 +43,10 @@ def test_checkpointed_reverse_pass_needs_bounded_memory():
     a small fraction of that."""
     from kernels import kc, loads
     from kernels.model import build_model
+    from tests.conftest import single_mount_tables
     from kernels.system import model_system
     import dataclasses
-    I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
-    tables = {"name": "mount", "gravity": [0, 0, -9.81],
-              "bodies": [{"index": 1, "name": "b", "mass": 2.0, "inertia": I, "position": [0.0, 0.0, 0.0]}],
-              "markers": [{"index": 1, "name": "g", "body": 0, "position": [0.05, 0, 0]},
-                          {"index": 2, "name": "b", "body": 1, "position": [0.05, 0, 0]}],
-              "bushings": [{"index": 1, "name": "mount", "marker_1": 2, "marker_2": 1,
-                            "stiffness": [2e4, 3e4, 4e4, 50, 60, 70], "damping": [20, 20, 20, 0.1, 0.1, 0.1]}],
-              "p2p": [], "wheels": {"left": 1, "right": 1}}
-    model = build_model(tables)
+    model = build_model(single_mount_tables())
     exc = loads.excitation(np.zeros((2, 6)), [(0.01, 0.0, np.full((2, 6), 3.0))])
 
     def temp_bytes(n, block):
