@@ -75,13 +75,25 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
     return map_variants(variant, n_dev)
 
 
-def estimate_chunk(n_variants, n_samples, n_bush, n_dof, budget_gb, n_dev):
-    """Chunk size from a memory budget: outputs plus the per-variant working set."""
+# Largest auto chunk per device. On a CPU the throughput peaks near 256
+# variants per computation and falls beyond (working set out of cache;
+# BENCHMARKS.md: block solver, double wishbone, ~6,000 variant-steps/s at
+# batch 64-256, ~3,800 at 1024); accelerators keep gaining with larger batches.
+MAX_AUTO_CHUNK = {"cpu": 256}
+MAX_AUTO_CHUNK_ACCELERATOR = 1024
+
+
+def estimate_chunk(n_variants, n_samples, n_bush, n_dof, budget_gb, n_dev, platform=None):
+    """Chunk size from a memory budget: outputs plus the per-variant working set,
+    capped per device at the batch where throughput stops growing
+    (``MAX_AUTO_CHUNK``; ``platform`` defaults to JAX's default backend)."""
     out_bytes = 8 * n_samples * (6 + 2 + 2 + 6 * n_bush)
     work_bytes = 8 * n_dof * n_dof * 12          # J_r, J_v, A, LU, blocks, temporaries
     per_variant = out_bytes + work_bytes
+    platform = platform or jax.default_backend()
+    cap = MAX_AUTO_CHUNK.get(platform, MAX_AUTO_CHUNK_ACCELERATOR) * n_dev
     c = int(budget_gb * 2 ** 30 // per_variant)
-    c = max(1, min(c, 512, n_variants))
+    c = max(1, min(c, cap, n_variants))
     c = int(math.ceil(c / n_dev) * n_dev)
     return c, per_variant
 

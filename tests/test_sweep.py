@@ -31,6 +31,23 @@ def _design(*over):
     return make_design(sw, pset), pset
 
 
+def test_auto_chunk_follows_the_memory_budget_and_the_platform_cap():
+    """Auto chunk = budget / per-variant bytes, capped per device where
+    throughput stops growing (256 on a CPU), a multiple of the device count,
+    never more than the design."""
+    from sweep.engine import estimate_chunk
+    c, per = estimate_chunk(4096, 111, 2, 144, 2.0, 1, platform="cpu")
+    assert c == 256 and per == 8 * 111 * (10 + 12) + 8 * 144 * 144 * 12
+    c, _ = estimate_chunk(4096, 111, 2, 144, 2.0, 2, platform="cpu")
+    assert c == 512                                   # 256 per device
+    c, _ = estimate_chunk(4096, 111, 2, 144, 2.0, 1, platform="gpu")
+    assert c == 1024
+    c, per = estimate_chunk(4096, 100_000, 47, 144, 2.0, 1, platform="gpu")
+    assert c == int(2.0 * 2 ** 30 // per) < 1024        # long manoeuvre: the budget decides
+    c, _ = estimate_chunk(3, 111, 2, 144, 2.0, 2, platform="cpu")
+    assert c == 4                                     # 3 variants, rounded up to 2 devices
+
+
 @pytest.mark.parametrize("design", ["lhs", "sobol", "random"])
 def test_designs_are_deterministic_and_within_bounds(design):
     X1, pset = _design(f"sweep.design={design}", "sweep.n_variants=64", "sweep.seed=3")
