@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -230,18 +229,38 @@ class Axle:
         return rows
 
 
+# The child reports its own high-water mark (VmHWM of its address space) at
+# exit. getrusage(RUSAGE_CHILDREN) is wrong here: Linux carries the parent's
+# peak RSS into the child's ru_maxrss through fork/vfork + exec, so it reported
+# this (large) benchmark process instead of the job (4.96 GiB vs 1.6 GiB).
+_PEAK_WRAPPER = """
+import atexit, runpy, sys
+def _peak():
+    with open('/proc/self/status') as f:
+        kb = [l.split()[1] for l in f if l.startswith('VmHWM:')]
+    print('PEAK_RSS_KB', kb[0] if kb else 'nan', file=sys.stderr, flush=True)
+atexit.register(_peak)
+sys.argv = ['sweep'] + sys.argv[1:]
+runpy.run_module('sweep', run_name='__main__', alter_sys=True)
+"""
+
+
 def job_peak_memory(n_variants, out_dir):
-    """Max RSS [GiB] of a sweep job in a child process (short manoeuvre, default chunking)."""
-    cmd = [sys.executable, "-m", "sweep", "sweep=lhs", f"sweep.n_variants={n_variants}",
-           "sweep.start=5.95", "sweep.every=10", f"output.path={out_dir}/peak.zarr", "output.overwrite=true"]
+    """Peak resident memory [GiB] of a sweep job in a child process (short
+    manoeuvre, default chunking): the child's own VmHWM (Linux)."""
+    args = ["sweep=lhs", f"sweep.n_variants={n_variants}", "sweep.start=5.95", "sweep.every=10",
+            f"output.path={out_dir}/peak.zarr", "output.overwrite=true", "sweep.progress=false"]
     tic = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, *args], cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - tic
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 2 ** 30
+    kb = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("PEAK_RSS_KB")]
+    rss = float(kb[-1]) * 1024 / 2 ** 30 if kb else float("nan")
+    chunk = [line for line in proc.stdout.splitlines() if "chunks of" in line]
     return {"n_variants": n_variants, "steps": 50, "max_rss_gib": rss, "wall_s": wall,
-            "command": " ".join(cmd[1:])}
+            "chunking": chunk[0].split("; ")[-1] if chunk else "", "command": "python -m sweep " + " ".join(
+                a for a in args if not a.startswith("output.path"))}
 
 
 # ---------------------------------------------------------------------- report
@@ -312,7 +331,8 @@ def tables(res):
         mem = res["memory"]
         L.append(f"Peak memory of a {mem['n_variants']}-variant sweep job (double wishbone, "
                  f"{mem['steps']} steps, default chunking): max RSS {mem['max_rss_gib']:.2f} GiB, "
-                 f"wall {mem['wall_s']:.0f} s (`{mem['command']}`).")
+                 f"wall {mem['wall_s']:.0f} s, {mem.get('chunking', '')} (`{mem['command']}`"
+                 + (f", {mem['date']}" if mem.get("date") else "") + ").")
         L.append("")
     L.append("Accuracy cost of the speed options (NMSE against Radau, 4.9-6.0 s, both sides pooled):")
     L.append("")
@@ -358,7 +378,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="batches 1, 64, 256; fewer steps; no 4096 job")
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--no-write-docs", action="store_true")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="re-measure only the 4096-variant job's peak memory into the existing suite.json")
     args = ap.parse_args()
+    if args.memory_only:
+        return memory_only(args)
     batches = [1, 64, 256] if args.quick else [1, 64, 256, 1024, 4096]
     res = {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
            "command": "python benchmarks/run.py" + (" --quick" if args.quick else ""), "axles": {}}
@@ -400,6 +424,22 @@ def main():
         print(f"memory: {res['memory']}", flush=True)
     os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
     out = os.path.join(ROOT, "benchmarks", "results", "suite_quick.json" if args.quick else "suite.json")
+    write_results(res, out, args)
+
+
+def memory_only(args):
+    import tempfile
+    out = os.path.join(ROOT, "benchmarks", "results", "suite.json")
+    with open(out) as f:
+        res = json.load(f)
+    with tempfile.TemporaryDirectory() as d:
+        res["memory"] = job_peak_memory(4096, d)
+    res["memory"]["date"] = time.strftime("%Y-%m-%d")
+    print(f"memory: {res['memory']}", flush=True)
+    write_results(res, out, args)
+
+
+def write_results(res, out, args):
     with open(out, "w") as f:
         json.dump(res, f, indent=2)
     text = tables(res)
