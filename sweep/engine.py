@@ -98,6 +98,26 @@ def estimate_chunk(n_variants, n_samples, n_bush, n_dof, budget_gb, n_dev, platf
     return c, per_variant
 
 
+def chunking(sw, n_variants, n_samples, n_bush, n_dof):
+    """(shard, num_shards, devices, chunk) from the ``sweep`` config: the
+    shard settings checked, the chunk from ``sweep.chunk_size`` (rounded up to
+    a multiple of the device count) or, when ``auto``, from the memory budget
+    (:func:`estimate_chunk`)."""
+    shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
+    if nsh < 1 or not 0 <= shard < nsh:
+        raise ModelError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
+    n_dev = jax.device_count()
+    if sw.get("chunk_size", "auto") in ("auto", None):
+        C, _ = estimate_chunk(n_variants, n_samples, n_bush, n_dof,
+                              float(sw.get("memory_budget_gb", 2.0)), n_dev)
+    else:
+        C = int(sw["chunk_size"])
+        if C < 1:
+            raise ModelError(f"sweep.chunk_size = {C} must be >= 1 or auto")
+        C = int(math.ceil(C / n_dev) * n_dev)
+    return shard, nsh, n_dev, C
+
+
 def job_identity(cfg):
     """The resolved config text that defines a job's results (shard settings excluded)."""
     c = OmegaConf.to_container(cfg, resolve=True)
@@ -135,18 +155,7 @@ def prepare(cfg):
     names = model.topology.bushing_names
     refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
     bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
-    shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
-    if nsh < 1 or not 0 <= shard < nsh:
-        raise ModelError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
-    n_dev = jax.device_count()
-    if sw.get("chunk_size", "auto") in ("auto", None):
-        C, per_var = estimate_chunk(len(X), n_samples, len(bidx), model.topology.n_dof,
-                                    float(sw.get("memory_budget_gb", 2.0)), n_dev)
-    else:
-        C = int(sw["chunk_size"])
-        if C < 1:
-            raise ModelError(f"sweep.chunk_size = {C} must be >= 1 or auto")
-        C = int(math.ceil(C / n_dev) * n_dev)
+    shard, nsh, n_dev, C = chunking(sw, len(X), n_samples, len(bidx), model.topology.n_dof)
     if integ.name == "radau":
         C = min(C, len(X))
     times = t0 + np.arange(n_samples) * every * dt

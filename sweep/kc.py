@@ -26,7 +26,6 @@ metric (variant, side) in engineering units (:data:`kernels.kc.METRICS`);
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -120,25 +119,14 @@ def load_case(lc: dict) -> dict:
 
 def prepare_kc(cfg) -> dict:
     """Everything a K&C job needs, validated before any compute."""
-    from sweep.engine import estimate_chunk
+    from sweep.engine import chunking
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
     model = model_from_config(cfg.model)
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
     lock_index = kc.brake_lock_index(model)
-    shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
-    if nsh < 1 or not 0 <= shard < nsh:
-        raise ModelError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
-    n_dev = jax.device_count()
-    if sw.get("chunk_size", "auto") in ("auto", None):
-        C, _ = estimate_chunk(len(X), len(lc["amplitudes"]), 0, model.topology.n_dof + 2,
-                              float(sw.get("memory_budget_gb", 2.0)), n_dev)
-    else:
-        C = int(sw["chunk_size"])
-        if C < 1:
-            raise ModelError(f"sweep.chunk_size = {C} must be >= 1 or auto")
-        C = int(math.ceil(C / n_dev) * n_dev)
+    shard, nsh, n_dev, C = chunking(sw, len(X), len(lc["amplitudes"]), 0, model.topology.n_dof + 2)
     return dict(model=model, pset=pset, X=X, lc=lc, lock_index=lock_index, shard=shard,
                 num_shards=nsh, chunk=C, n_dev=n_dev)
 
