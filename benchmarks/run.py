@@ -49,6 +49,7 @@ import yaml  # noqa: E402
 
 import kernels  # noqa: F401,E402
 from kernels import loads, lsrt2, metrics  # noqa: E402
+from kernels.model import cast_floats  # noqa: E402
 from kernels.system import model_system  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -204,11 +205,7 @@ class Axle:
         """(model, excitation, r_eq), optionally with every float leaf in float32."""
         if not float32:
             return self.model, self.exc, self.eq.r
-
-        def cast(tree):
-            return jax.tree_util.tree_map(
-                lambda a: a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype.kind == "f" else a, tree)
-        return cast(self.model), cast(self.exc), cast(self.eq.r)
+        return cast_floats((self.model, self.exc, self.eq.r), jnp.float32)
 
     def accuracy(self, options):
         t = 4.9 + np.arange(1101) * 1e-3

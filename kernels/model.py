@@ -462,3 +462,12 @@ def export_tables(model: Model) -> dict:
     characteristics are as given in the input tables.
     """
     return model.topology.tables
+
+
+def cast_floats(tree, dtype):
+    """Every floating-point array leaf of a pytree (a :class:`Model`, an
+    excitation, a state) cast to ``dtype``; integer index tables stay as they
+    are. ``cast_floats(x, jnp.float32)`` is the float32 speed option, whose
+    accuracy cost BENCHMARKS.md reports (float64 is the default)."""
+    return jax.tree_util.tree_map(
+        lambda a: a.astype(dtype) if hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.floating) else a, tree)

@@ -79,19 +79,19 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
 # variants per computation and falls beyond (working set out of cache;
 # BENCHMARKS.md: block solver, double wishbone, ~6,000 variant-steps/s at
 # batch 64-256, ~3,800 at 1024); accelerators keep gaining with larger batches.
-MAX_AUTO_CHUNK = {"cpu": 256}
+MAX_AUTO_CHUNK_CPU = 256
 MAX_AUTO_CHUNK_ACCELERATOR = 1024
 
 
 def estimate_chunk(n_variants, n_samples, n_bush, n_dof, budget_gb, n_dev, platform=None):
     """Chunk size from a memory budget: outputs plus the per-variant working set,
     capped per device at the batch where throughput stops growing
-    (``MAX_AUTO_CHUNK``; ``platform`` defaults to JAX's default backend)."""
+    (``MAX_AUTO_CHUNK_*``; ``platform`` defaults to JAX's default backend)."""
     out_bytes = 8 * n_samples * (6 + 2 + 2 + 6 * n_bush)
     work_bytes = 8 * n_dof * n_dof * 12          # J_r, J_v, A, LU, blocks, temporaries
     per_variant = out_bytes + work_bytes
     platform = platform or jax.default_backend()
-    cap = MAX_AUTO_CHUNK.get(platform, MAX_AUTO_CHUNK_ACCELERATOR) * n_dev
+    cap = (MAX_AUTO_CHUNK_CPU if platform == "cpu" else MAX_AUTO_CHUNK_ACCELERATOR) * n_dev
     c = int(budget_gb * 2 ** 30 // per_variant)
     c = max(1, min(c, cap, n_variants))
     c = int(math.ceil(c / n_dev) * n_dev)
@@ -343,21 +343,28 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
     if not todo:
         return summary
     pset = job["pset"]
-    runner = None
     if cfg.integrator.name == "lsrt2":
         runner = make_chunk_runner(job["model"], pset, job["exc"], job["t0"], job["dt"],
                                    job["n_samples"], job["every"], job["relin"], job["bidx"],
                                    job["solver"], job["n_dev"])
-        tic = time.perf_counter()
-        runner = runner.lower(_place(np.zeros((C, len(pset))), job["n_dev"])).compile()
-        summary["compile_s"] = time.perf_counter() - tic
-    if runner is not None:
-        def run_chunk(thetas, m):
-            return jax.device_get(runner(_place(thetas, job["n_dev"])))
+        run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.zeros((C, len(pset))), job["n_dev"])
     else:
         def run_chunk(thetas, m):
             return _radau_chunk(job, thetas[:m])
     return stream_chunks(job, store, todo, run_chunk, CHANNELS, progress, summary)
+
+
+def compile_chunk_runner(runner, thetas, n_dev):
+    """Compile a chunk runner (from :func:`map_variants`) once for the padded
+    chunk shape of ``thetas``. Returns (``run_chunk(thetas, m)`` for
+    :func:`stream_chunks`, compile seconds)."""
+    tic = time.perf_counter()
+    compiled = runner.lower(_place(thetas, n_dev)).compile()
+    compile_s = time.perf_counter() - tic
+
+    def run_chunk(thetas, m):
+        return jax.device_get(compiled(_place(thetas, n_dev)))
+    return run_chunk, compile_s
 
 
 def stream_chunks(job, store, todo, run_chunk, names, progress, summary):

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +38,7 @@ from kernels import kc
 from kernels.model import ModelError
 from sweep.cube import provenance
 from sweep.design import make_design
+from sweep.engine import chunking, compile_chunk_runner, map_variants, open_job_store, stream_chunks
 from sweep.job import model_from_config
 from sweep.params import build_parameters
 
@@ -119,7 +119,6 @@ def load_case(lc: dict) -> dict:
 
 def prepare_kc(cfg) -> dict:
     """Everything a K&C job needs, validated before any compute."""
-    from sweep.engine import chunking
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
     model = model_from_config(cfg.model)
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
@@ -157,7 +156,6 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
                  for k, v in curve.items()}
         return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, status, eq.iterations
 
-    from sweep.engine import map_variants
     return map_variants(variant, n_dev)
 
 
@@ -243,15 +241,9 @@ def cube_attrs(job, cfg_yaml):
     }
 
 
-def _place(thetas, n_dev):
-    from sweep.engine import _place as place
-    return place(thetas, n_dev)
-
-
 def run_kc_job(cfg, cfg_yaml, progress=None):
     """Run (or resume) a K&C job into its cube. Returns a summary dict."""
     job = prepare_kc(cfg)
-    from sweep.engine import open_job_store, stream_chunks
     path, store, _, todo = open_job_store(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
                                           job_identity(cfg))
     X, C, pset = job["X"], job["chunk"], job["pset"]
@@ -263,13 +255,8 @@ def run_kc_job(cfg, cfg_yaml, progress=None):
     if not todo:
         return summary
     runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
-    tic = time.perf_counter()
-    runner = runner.lower(_place(np.tile(pset.nominal, (C, 1)), job["n_dev"])).compile()
-    summary["compile_s"] = time.perf_counter() - tic
+    run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), job["n_dev"])
     names = [*CURVES, "converged", *kc.METRICS, "compliance_matrix"]
-
-    def run_chunk(thetas, m):
-        return jax.device_get(runner(_place(thetas, job["n_dev"])))
     return stream_chunks(job, store, todo, run_chunk, names, progress, summary)
 
 

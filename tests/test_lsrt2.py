@@ -167,22 +167,18 @@ def test_float32_option_runs_in_float32_and_stays_close_to_float64():
     (no silent promotion back to float64 by constants in the kernels) and
     follows the float64 trajectory of a step response to float32 accuracy."""
     from kernels import loads
-    from kernels.model import build_model
+    from kernels.model import build_model, cast_floats
     from kernels.system import model_system
     from tests.conftest import single_mount_tables
     model = build_model(single_mount_tables())
     exc = loads.excitation(np.zeros((2, 6)), [(0.01, 0.0, np.full((2, 6), 20.0))])
-
-    def cast(tree):
-        return jax.tree_util.tree_map(
-            lambda a: a.astype(jnp.float32) if hasattr(a, "dtype") and a.dtype.kind == "f" else a, tree)
 
     def run(m, e, r0):
         return lsrt2.simulate(model_system(m, e), r0, jnp.zeros_like(r0), 0.0, 1e-3, 60).outputs["r"]
 
     r0 = model.r_design.reshape(-1)
     ref = np.asarray(jax.jit(run)(model, exc, r0))
-    m32, e32, r32 = cast(model), cast(exc), cast(r0)
+    m32, e32, r32 = cast_floats((model, exc, r0), jnp.float32)
     y = jax.jit(run)(m32, e32, r32)
     assert y.dtype == jnp.float32
     dz = ref[:, 2] - ref[0, 2]
