@@ -147,7 +147,7 @@ class Axle:
         lin = jax.jit(jax.vmap(sysm.linearise))(r, jnp.zeros_like(r), u)
 
         def fs(ll):
-            f_ = sysm.solver.factor(ll, 1e-3)
+            f_ = sysm.solver.factor(ll, 1e-3 * lsrt2.GAMMA)
             return sysm.solver.solve(f_, sysm.solver.solve(f_, ll.q))
         g = jax.jit(jax.vmap(fs))
         jax.block_until_ready(g(lin))
@@ -166,7 +166,7 @@ class Axle:
 
         def f(r, v):
             lin = sysm.linearise(r, v, sysm.u(5.0))
-            fac = sysm.solver.factor(lin, 1e-3)
+            fac = sysm.solver.factor(lin, 1e-3 * lsrt2.GAMMA)
             return lsrt2.step(sysm, lin, fac, lin.q, r, v, 5.0, 1e-3)
         return f
 
@@ -184,9 +184,9 @@ class Axle:
             jax.block_until_ready(g(*a))
             parts[name] = 1e6 * best_of(lambda: g(*a), repeat) / B
         lin = jax.jit(jax.vmap(sysm.linearise))(r, v, u)
-        fac = jax.jit(jax.vmap(lambda ll: sysm.solver.factor(ll, 1e-3)))(lin)
+        fac = jax.jit(jax.vmap(lambda ll: sysm.solver.factor(ll, 1e-3 * lsrt2.GAMMA)))(lin)
         timed("linearisation", jax.vmap(sysm.linearise), r, v, u)
-        timed("factorisation", jax.vmap(lambda ll: sysm.solver.factor(ll, 1e-3)), lin)
+        timed("factorisation", jax.vmap(lambda ll: sysm.solver.factor(ll, 1e-3 * lsrt2.GAMMA)), lin)
         timed("two solves", jax.vmap(lambda f_, b: sysm.solver.solve(f_, sysm.solver.solve(f_, b))), fac, lin.q)
         timed("q (stage 2)", jax.vmap(sysm.q), r, v, u)
         timed("whole step", jax.vmap(self.one_step(solver)), r, v)

@@ -1,9 +1,16 @@
-"""Tabulated characteristics: monotone-preserving cubic Hermite interpolation.
+"""Tabulated characteristics: piecewise-linear or monotone cubic Hermite interpolation.
 
 A characteristic is given as knots ``(x_i, y_i)`` with strictly increasing
-``x``. Between knots it is a C1 cubic Hermite curve whose knot slopes follow
-Fritsch-Carlson (shape preserving: a monotone table gives a monotone curve,
-no overshoot); the end slopes are the secants of the end segments. Outside
+``x`` and an interpolation that says what the table means (stated per curve
+in the model YAML, key ``interpolation``):
+
+- ``"linear"``: straight segments between the knots (piecewise-linear data,
+  e.g. the published main spring: a straight 22 kN/m middle segment must
+  stay straight; slope jumps at the knots).
+- ``"pchip"`` (default): a C1 cubic Hermite curve whose knot slopes follow
+  Fritsch-Carlson (shape preserving: a monotone table gives a monotone
+  curve, no overshoot), for a table that samples a smooth law (e.g. a
+  damper curve). The end slopes are the secants of the end segments. Outside
 the table it continues as a straight line with that end slope
 (``extrapolate="linear"``) or as a constant (``extrapolate="constant"``, used
 by bump and rebound stops, which are zero before their clearance so that the
@@ -37,13 +44,18 @@ def _fritsch_carlson_slopes(x, y):
     return d
 
 
-def hermite_table(x, y, n_knots=None, extrapolate=("linear", "linear")):
+INTERPOLATIONS = ("linear", "pchip")
+
+
+def hermite_table(x, y, n_knots=None, extrapolate=("linear", "linear"), interpolation="pchip"):
     """Build a padded segment table of a characteristic.
 
     Args:
       x, y: knots, x strictly increasing (checked by the model builder).
       n_knots: pad to this many knots (>= len(x)).
       extrapolate: (left, right), each "linear" or "constant".
+      interpolation: "linear" (knot slopes = secants, straight segments) or
+        "pchip" (Fritsch-Carlson monotone cubic).
 
     Returns dict with ``breaks`` (n_knots,), ``origin`` (n_knots+1,) and
     ``coef`` (n_knots+1, 4): segment j (j = number of breaks <= x) is
@@ -57,6 +69,8 @@ def hermite_table(x, y, n_knots=None, extrapolate=("linear", "linear")):
         y = np.array([y[0], y[0]])
         n = 2
     n_knots = max(n, n_knots or n)
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"interpolation = {interpolation!r} is not one of {INTERPOLATIONS}")
     d = _fritsch_carlson_slopes(x, y)
     breaks = np.full(n_knots, PAD)
     breaks[:n] = x
@@ -69,8 +83,11 @@ def hermite_table(x, y, n_knots=None, extrapolate=("linear", "linear")):
         h = x[i + 1] - x[i]
         delta = (y[i + 1] - y[i]) / h
         origin[i + 1] = x[i]
-        coef[i + 1] = [y[i], d[i], (3 * delta - 2 * d[i] - d[i + 1]) / h,
-                       (d[i] + d[i + 1] - 2 * delta) / h ** 2]
+        if interpolation == "linear":
+            coef[i + 1] = [y[i], delta, 0.0, 0.0]
+        else:
+            coef[i + 1] = [y[i], d[i], (3 * delta - 2 * d[i] - d[i + 1]) / h,
+                           (d[i] + d[i + 1] - 2 * delta) / h ** 2]
     # right extrapolation (and every padding segment after it)
     right = [y[-1], d[-1] if extrapolate[1] == "linear" else 0.0, 0.0, 0.0]
     for j in range(n, n_knots + 1):

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from kernels import curves
-from kernels.rotations import euler_to_matrix, mm, mtm, mtv, mv, rotation_vector
+from kernels.rotations import (euler_to_matrix, left_jacobian_inv_T_apply, mm, mtm, mtv, mv,
+                               rotation_vector)
 
 
 def _pose(x):
@@ -35,48 +36,105 @@ def _apply(F, M, at, p1, R1, p2, R2, at2=None):
 
 
 # ----------------------------------------------------------------------------- bushings
+#
+# Bushing law (method.md section 1: a 6-direction bushing between two markers
+# with per-direction characteristics). Deflection in marker 1's frame:
+#     d = Rm1^T (pm2 - pm1),   theta = log(Rm1^T Rm2)  (rotation vector)
+# Elastic part and preload: the diagonal characteristics f_e,i(e_i) are the
+# derivatives of a potential V(d, theta) = sum_i int f_e,i, and the
+# generalised forces are exactly -grad V. With body-frame rotation increments
+# alpha (marker-1 frame) and beta (marker-2 frame):
+#     delta d     = Rm1^T (delta pm2 - delta pm1) - alpha x d
+#     delta theta = Jr^-1(theta) beta - Jl^-1(theta) alpha
+# so body 1 gets F = Rm1 f_t applied at marker 2's POSITION pm2 and the
+# torque M = Rm1 Jl^-T(theta) f_r; body 2 gets -F at pm2 and -M
+# (Jl^-T = Rrel Jr^-T). The pair exerts no net force or moment.
+# Damping part: rates rho_t = d(d)/dt = Rm1^T (vm2 - vm1 - omega_1 x (pm2 - pm1))
+# (the velocity of marker 2 relative to body 1's material point at pm2, in
+# marker-1 axes; zero for a rigid motion of the pair) and
+# rho_r = Rm1^T (omega_2 - omega_1); the damping force acts like the elastic
+# one (F_d = Rm1 f_d,t at pm2) and the damping torque is Rm1 f_d,r (no
+# Jl^-T). The power of the pair of damping loads is then exactly
+# -(f_d,t . rho_t + f_d,r . rho_r) <= 0 for characteristics with
+# f_d,i(rho) rho >= 0: damping never adds energy (tests/test_energy.py).
+
 
 def bushing_deflection(prm, x1, x2):
-    """Deflection (d, theta) and its rate of a bushing, in marker_1's frame.
+    """Deflection (d, theta) and its rates (rho_t, rho_r) of a bushing, marker-1 frame.
 
     d: position of marker 2 relative to marker 1 [m]; theta: rotation vector of
-    marker 2's frame relative to marker 1's [rad]; rates from the relative
-    velocity and angular velocity [m/s, rad/s].
+    marker 2's frame relative to marker 1's [rad]; rho_t: time derivative of d
+    [m/s] (includes -omega_1 x d); rho_r: relative angular velocity [rad/s].
+    Also returns the kinematics (pm1, pm2, Rm1, p1, R1, p2, R2).
     """
     pm1, vm1, p1, R1, w1 = marker_kinematics(x1, prm["pos1"])
     pm2, vm2, p2, R2, w2 = marker_kinematics(x2, prm["pos2"])
     Rm1 = mm(R1, prm["rot1"])
     Rm2 = mm(R2, prm["rot2"])
-    d = mtv(Rm1, pm2 - pm1)
+    delta = pm2 - pm1
+    w1v = mv(R1, w1)
+    d = mtv(Rm1, delta)
     theta = rotation_vector(mtm(Rm1, Rm2))
-    ddot = mtv(Rm1, vm2 - vm1)
-    wrel = mtv(Rm1, mv(R2, w2) - mv(R1, w1))
+    ddot = mtv(Rm1, vm2 - vm1 - jnp.cross(w1v, delta))
+    wrel = mtv(Rm1, mv(R2, w2) - w1v)
     return (jnp.concatenate([d, theta]), jnp.concatenate([ddot, wrel]),
-            (pm1, Rm1, p1, R1, p2, R2))
+            (pm1, pm2, Rm1, p1, R1, p2, R2))
 
 
-def bushing_local_force(prm, defl, rate):
-    """Force/torque on body 1 in marker_1's frame [N, N m] from the characteristics."""
+def bushing_local_forces(prm, defl, rate):
+    """Elastic force incl. preload and damping force, marker-1 frame [N, N m]: (f_e, f_d).
+
+    f_e = k_scale (k e + curve_k(e)) + preload with e = defl - offset (the
+    derivative of the bushing's potential w.r.t. (d, theta));
+    f_d = c_scale (c rate + curve_c(rate)).
+    """
     e = defl - prm["offset"]
     elastic = prm["k"] * e + jax.vmap(curves.evaluate)(
         prm["kc"]["breaks"], prm["kc"]["origin"], prm["kc"]["coef"], e)
     damping = prm["c"] * rate + jax.vmap(curves.evaluate)(
         prm["cc"]["breaks"], prm["cc"]["origin"], prm["cc"]["coef"], rate)
-    return prm["k_scale"] * elastic + prm["c_scale"] * damping + prm["preload"]
+    return prm["k_scale"] * elastic + prm["preload"], prm["c_scale"] * damping
+
+
+def bushing_local_force(prm, defl, rate):
+    """Characteristic forces f_e + f_d in marker-1 frame [N, N m] (see :func:`bushing_local_forces`)."""
+    fe, fd = bushing_local_forces(prm, defl, rate)
+    return fe + fd
+
+
+def _bushing_loads(prm, x1, x2):
+    """Force F [N] (applied at pm2) and torque M [N m] on body 1, vehicle frame, and kinematics."""
+    defl, rate, kin = bushing_deflection(prm, x1, x2)
+    fe, fd = bushing_local_forces(prm, defl, rate)
+    Rm1 = kin[2]
+    F = mv(Rm1, fe[:3] + fd[:3])
+    M = mv(Rm1, left_jacobian_inv_T_apply(defl[3:], fe[3:]) + fd[3:])
+    return F, M, kin
 
 
 def bushing_element(prm, x1, x2):
-    """Generalised forces (g1, g2) of one bushing on its two bodies."""
-    defl, rate, (pm1, Rm1, p1, R1, p2, R2) = bushing_deflection(prm, x1, x2)
-    f = bushing_local_force(prm, defl, rate)
-    return _apply(mv(Rm1, f[:3]), mv(Rm1, f[3:]), pm1, p1, R1, p2, R2)
+    """Generalised forces (g1, g2) of one bushing on its two bodies (method.md section 1).
+
+    Body 1: F = Rm1 (f_e,t + f_d,t) at marker 2's position pm2 and the torque
+    M = Rm1 (Jl^-T(theta) f_e,r + f_d,r); body 2: -F at pm2 and -M. The
+    elastic part and preload are the exact negative gradient of the
+    bushing's potential (conservative; symmetric stiffness at equilibrium);
+    the damping part dissipates (see the comment above
+    :func:`bushing_deflection`).
+    """
+    F, M, (pm1, pm2, Rm1, p1, R1, p2, R2) = _bushing_loads(prm, x1, x2)
+    return _apply(F, M, pm2, p1, R1, p2, R2)
 
 
 def bushing_output(prm, x1, x2):
-    """Force and torque the bushing exerts on its first body, vehicle frame (6,)."""
-    defl, rate, (pm1, Rm1, *_rest) = bushing_deflection(prm, x1, x2)
-    f = bushing_local_force(prm, defl, rate)
-    return jnp.concatenate([mv(Rm1, f[:3]), mv(Rm1, f[3:])])
+    """Force and torque the bushing exerts on its first body, vehicle frame (6,).
+
+    The torque is taken about marker 1's position pm1 (the attachment point on
+    body 1): ``M + (pm2 - pm1) x F``, with F acting at pm2 (see
+    :func:`bushing_element`). For coincident markers this is M.
+    """
+    F, M, (pm1, pm2, *_rest) = _bushing_loads(prm, x1, x2)
+    return jnp.concatenate([F, M + jnp.cross(pm2 - pm1, F)])
 
 
 def bushing_params(model):
@@ -158,13 +216,15 @@ def bushing_element_jacobian(prm, x1, x2):
 
     Returns ((g1, g2), ((dg1/dx1, dg2/dx1), (dg1/dx2, dg2/dx2))), each
     derivative (6, 12) over x = (r, v) of that body. Derivation (method.md
-    eq. 5, element-local): a body's orientation is perturbed by a body-frame
-    increment dphi = E(angles) d(angles); marker kinematics, the deflection
-    (d, theta), its rate and the reaction map are differentiated by hand; the
-    derivative of the rotation-vector map and the slopes of the (diagonal)
-    characteristics come from forward-mode autodiff of their small functions.
-    Equal to ``jacfwd`` of :func:`bushing_element` (tested), at a fraction of
-    the cost.
+    section 1 and eq. 5, element-local): a body's orientation is perturbed by
+    a body-frame increment dphi = E(angles) d(angles); marker kinematics, the
+    deflection (d, theta), its rates (rho_t, rho_r) and the load map of
+    :func:`bushing_element` (F at pm2, torque Rm1 (Jl^-T f_e,r + f_d,r)) are
+    differentiated by hand; the derivatives of the rotation-vector map, of
+    theta -> Jl^-T(theta) f_e,r(theta) (3 x 3) and the slopes of the
+    (diagonal) characteristics come from forward-mode autodiff of those small
+    functions. Equal to ``jacfwd`` of :func:`bushing_element` (tested), at a
+    fraction of the cost.
     """
     p1, R1, v1, w1 = _pose(x1)
     p2, R2, v2, w2 = _pose(x2)
@@ -177,12 +237,21 @@ def bushing_element_jacobian(prm, x1, x2):
     Rrel = mtm(Rm1, Rm2)
     Q21 = mtm(R1, R2)                      # R1^T R2
     R2w2 = mv(Q21, w2)                     # omega_2 in body-1 frame
-    defl = jnp.concatenate([mtv(Rm1, Delta), rotation_vector(Rrel)])
-    rate = jnp.concatenate([mtv(Rm1, Dv), mtv(A1, R2w2 - w1)])
-    # characteristics: value and diagonal slopes
-    f, kd = jax.jvp(lambda d: bushing_local_force(prm, d, rate), (defl,), (jnp.ones_like(defl),))
-    cd = jax.jvp(lambda r_: bushing_local_force(prm, defl, r_), (rate,), (jnp.ones_like(rate),))[1]
-    ft, fr = f[:3], f[3:]
+    a1 = mtv(A1, w1)                       # omega_1 in marker-1 frame
+    d = mtv(Rm1, Delta)
+    theta = rotation_vector(Rrel)
+    defl = jnp.concatenate([d, theta])
+    rate = jnp.concatenate([mtv(Rm1, Dv) - jnp.cross(a1, d), mtv(A1, R2w2 - w1)])
+    # characteristics: values and diagonal slopes
+    (fe, fd), (ke, kd) = jax.jvp(lambda de, ra: bushing_local_forces(prm, de, ra), (defl, rate),
+                                 (jnp.ones_like(defl), jnp.zeros_like(rate)))
+    kd = jax.jvp(lambda ra: bushing_local_forces(prm, defl, ra)[1], (rate,), (jnp.ones_like(rate),))[1]
+    ft = fe[:3] + fd[:3]
+
+    def torque_el(th):
+        return left_jacobian_inv_T_apply(th, bushing_local_forces(prm, jnp.concatenate([d, th]), rate)[0][3:])
+    tr_el, H = torque_el(theta), jax.jacfwd(torque_el)(theta)
+    tr = tr_el + fd[3:]
     # derivative of the rotation-vector map for right / left increments
     eye = jnp.eye(3, dtype=Rrel.dtype)
     Jr_inv = jax.jacfwd(lambda xi: rotation_vector(mm(Rrel, eye + _skew(xi))))(jnp.zeros(3, Rrel.dtype))
@@ -192,49 +261,59 @@ def bushing_element_jacobian(prm, x1, x2):
     Rm1TR2 = mtm(Rm1, R2)
     R1TD = mtv(R1, Delta)
     R1TDv = mtv(R1, Dv)
-    # D: d(defl)/d(dp1, dphi1, dp2, dphi2) (6, 12); Dr: d(rate)/d(dp1, dphi1, v1, w1, dp2, dphi2, v2, w2)
+    Sa, Sd = _skew(a1), _skew(d)
+    # deflection d over (dp1, dphi1, dp2, dphi2); theta over (dphi1, dphi2)
     d_p1, d_f1 = -Rm1T, mm(A1T, _skew(R1TD + s1))
     d_p2, d_f2 = Rm1T, -mm(Rm1TR2, _skew(s2))
     t_f1 = -mm(Jl_inv, A1T)
     t_f2 = mm(Jr_inv, A2.T)
-    dd_f1 = mm(A1T, _skew(R1TDv + ws1))
-    dd_f2 = -mm(Rm1TR2, _skew(ws2))
-    dd_v1, dd_w1 = -Rm1T, mm(A1T, _skew(s1))
-    dd_v2, dd_w2 = Rm1T, -mm(Rm1TR2, _skew(s2))
+    # rho_t = Rm1^T Dv - a1 x d over (dp, dphi, v, w) of both bodies
+    rt_p1, rt_p2 = -mm(Sa, d_p1), -mm(Sa, d_p2)
+    rt_f1 = mm(A1T, _skew(R1TDv + ws1)) - mm(Sa, d_f1)
+    rt_f2 = -mm(Rm1TR2, _skew(ws2)) - mm(Sa, d_f2)
+    rt_v1, rt_w1 = -Rm1T, mm(A1T, _skew(s1)) + mm(Sd, A1T)
+    rt_v2, rt_w2 = Rm1T, -mm(Rm1TR2, _skew(s2))
+    # rho_r
     wr_f1 = mm(A1T, _skew(R2w2))
     wr_f2 = -mm(Rm1TR2, _skew(w2))
     wr_w1, wr_w2 = -A1T, Rm1TR2
-    # df/d(body-1 and body-2 states), (6, 12) each, with dphi columns
-    kd_, cd_ = kd[:, None], cd[:, None]
+    # d(ft, tr)/d(body-1 and body-2 states), (6, 12) each, with dphi columns
+    ke_, kd_ = ke[:3, None], kd[:, None]
     df1 = jnp.concatenate([
-        jnp.concatenate([kd_[:3] * d_p1, kd_[:3] * d_f1 + cd_[:3] * dd_f1, cd_[:3] * dd_v1, cd_[:3] * dd_w1], 1),
-        jnp.concatenate([Z, kd_[3:] * t_f1 + cd_[3:] * wr_f1, Z, cd_[3:] * wr_w1], 1)])
+        jnp.concatenate([ke_ * d_p1 + kd_[:3] * rt_p1, ke_ * d_f1 + kd_[:3] * rt_f1,
+                         kd_[:3] * rt_v1, kd_[:3] * rt_w1], 1),
+        jnp.concatenate([Z, mm(H, t_f1) + kd_[3:] * wr_f1, Z, kd_[3:] * wr_w1], 1)])
     df2 = jnp.concatenate([
-        jnp.concatenate([kd_[:3] * d_p2, kd_[:3] * d_f2 + cd_[:3] * dd_f2, cd_[:3] * dd_v2, cd_[:3] * dd_w2], 1),
-        jnp.concatenate([Z, kd_[3:] * t_f2 + cd_[3:] * wr_f2, Z, cd_[3:] * wr_w2], 1)])
-    # reaction map g(f, poses): g1 = (R1 u_t, u_r + s1 x u_t), u = A1 f (body-1 frame)
-    u_t, u_r = mv(A1, ft), mv(A1, fr)
+        jnp.concatenate([ke_ * d_p2 + kd_[:3] * rt_p2, ke_ * d_f2 + kd_[:3] * rt_f2,
+                         kd_[:3] * rt_v2, kd_[:3] * rt_w2], 1),
+        jnp.concatenate([Z, mm(H, t_f2) + kd_[3:] * wr_f2, Z, kd_[3:] * wr_w2], 1)])
+    # load map: u_t = A1 ft, Ur = A1 tr (body-1 frame), c1 = R1^T (pm2 - p1);
+    # g1 = (R1 u_t, Ur + c1 x u_t), g2 = (-R1 u_t, -Q12 Ur - s2 x Q12 u_t)
+    u_t, Ur = mv(A1, ft), mv(A1, tr)
+    c1 = R1TD + s1
     F = mv(R1, u_t)
-    c = mtv(R2, pm1 - p2)                  # marker 1 seen from body 2, body-2 frame
-    Qut, Qur = mtv(R2, F), mv(Q21.T, u_r)  # R2^T R1 u_t, R2^T R1 u_r
-    g1 = jnp.concatenate([F, u_r + jnp.cross(s1, u_t)])
-    g2 = jnp.concatenate([-F, -Qur - jnp.cross(c, Qut)])
-    T1 = jnp.concatenate([jnp.concatenate([Rm1, Z], 1), jnp.concatenate([mm(_skew(s1), A1), A1], 1)])
-    Q12Rm = mtm(R2, Rm1)                   # R2^T Rm1
-    T2 = jnp.concatenate([jnp.concatenate([-Rm1, Z], 1),
-                          jnp.concatenate([-mm(_skew(c), Q12Rm), -Q12Rm], 1)])
-    # pose derivatives of g at fixed f
     Q12 = Q21.T
-    P1_1 = jnp.zeros((6, 12), F.dtype).at[:3, 3:6].set(-mm(R1, _skew(u_t)))          # dg1/d(body 1)
-    P2_1 = jnp.zeros((6, 12), F.dtype).at[:3, 3:6].set(mm(R1, _skew(u_t)))           # dg2/d(body 1)
-    P2_1 = P2_1.at[3:, :3].set(mm(_skew(Qut), R2.T))
-    P2_1 = P2_1.at[3:, 3:6].set(mm(Q12, _skew(u_r)) + mm(mm(_skew(c), Q12), _skew(u_t))
-                                - mm(mm(_skew(Qut), Q12), _skew(s1)))
-    P2_2 = jnp.zeros((6, 12), F.dtype).at[3:, :3].set(-mm(_skew(Qut), R2.T))          # dg2/d(body 2)
-    P2_2 = P2_2.at[3:, 3:6].set(-_skew(Qur) - mm(_skew(c), _skew(Qut)) + mm(_skew(Qut), _skew(c)))
+    Qut, QUr = mv(Q12, u_t), mv(Q12, Ur)
+    g1 = jnp.concatenate([F, Ur + jnp.cross(c1, u_t)])
+    g2 = jnp.concatenate([-F, -QUr - jnp.cross(s2, Qut)])
+    R2TRm1 = mtm(R2, Rm1)
+    T1 = jnp.concatenate([jnp.concatenate([Rm1, Z], 1), jnp.concatenate([mm(_skew(c1), A1), A1], 1)])
+    T2 = jnp.concatenate([jnp.concatenate([-Rm1, Z], 1),
+                          jnp.concatenate([-mm(_skew(s2), R2TRm1), -R2TRm1], 1)])
+    # pose derivatives of g at fixed (ft, tr)
+    Sut = _skew(u_t)
+    R1T = R1.T
+    P1_1 = jnp.zeros((6, 12), F.dtype).at[:3, 3:6].set(-mm(R1, Sut))            # dg1/d(body 1)
+    P1_1 = P1_1.at[3:, :3].set(mm(Sut, R1T)).at[3:, 3:6].set(-mm(Sut, _skew(c1)))
+    P1_2 = jnp.zeros((6, 12), F.dtype).at[3:, :3].set(-mm(Sut, R1T))            # dg1/d(body 2)
+    P1_2 = P1_2.at[3:, 3:6].set(mm(mm(Sut, Q21), _skew(s2)))
+    P2_1 = jnp.zeros((6, 12), F.dtype).at[:3, 3:6].set(mm(R1, Sut))             # dg2/d(body 1)
+    P2_1 = P2_1.at[3:, 3:6].set(mm(Q12, _skew(Ur)) + mm(mm(_skew(s2), Q12), Sut))
+    P2_2 = jnp.zeros((6, 12), F.dtype).at[3:, 3:6].set(                          # dg2/d(body 2)
+        -_skew(QUr) - mm(_skew(s2), _skew(Qut)))
     dg1_1 = mm(T1, df1) + P1_1
     dg2_1 = mm(T2, df1) + P2_1
-    dg1_2 = mm(T1, df2)
+    dg1_2 = mm(T1, df2) + P1_2
     dg2_2 = mm(T2, df2) + P2_2
     # dphi -> d(angles): right-multiply the rotation columns by E
     E1, E2 = _angle_map(x1[3:6]), _angle_map(x2[3:6])

@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import lsrt2, metrics
+from kernels import integrate, lsrt2, metrics
 from kernels.dynamics import linearise
 from kernels.model import ModelError
 from kernels.rotations import euler_to_matrix
@@ -372,35 +372,20 @@ class Response(NamedTuple):
     v: jax.Array
 
 
-def simulate_checkpointed(system: lsrt2.System, r0, v0, t0, h, n_steps, output_fn, block=50):
-    """LSRT2 with a linearisation every step (method.md eqs. 6-11, via
-    :func:`kernels.lsrt2.step`) whose reverse-mode derivative needs bounded
-    memory: the steps run as a scan over blocks of ``block`` steps, each block
-    under ``jax.checkpoint``. Reverse mode then stores only the state at each
-    block boundary and recomputes one block at a time, so memory grows like
-    n_steps / block + block per-step working sets instead of n_steps of them
-    (the LU factors, J_r, J_v of every step). ``n_steps`` must be a multiple
-    of ``block`` (both static). ``output_fn(r, v, t)`` is sampled at every step.
-    """
+def simulate_checkpointed(system: integrate.System, r0, v0, t0, h, n_steps, output_fn, block=50,
+                          method=None):
+    """LSRT2 (or ``method``) with a linearisation every step whose reverse-mode
+    derivative needs bounded memory: :func:`kernels.integrate.simulate` with
+    ``checkpoint_block = block`` (the steps run as a scan over blocks of
+    ``block`` steps, each under ``jax.checkpoint``; reverse mode stores only
+    the block boundaries and recomputes one block at a time, so memory grows
+    like n_steps / block + block per-step working sets). ``n_steps`` must be
+    a multiple of ``block`` (both static). ``output_fn(r, v, t)`` is sampled
+    at every step."""
     n_steps, block = int(n_steps), int(block)
     if block < 1 or n_steps % block:
         raise ModelError(f"n_steps = {n_steps} must be a positive multiple of block = {block}")
-
-    def one_step(carry, k):
-        r, v = carry
-        t = t0 + k * h
-        lin = system.linearise(r, v, system.u(t))
-        lu = system.solver.factor(lin, h)
-        r, v = lsrt2.step(system, lin, lu, lin.q, r, v, t, h)
-        return (r, v), output_fn(r, v, t + h)
-
-    @jax.checkpoint
-    def run_block(carry, b):
-        return jax.lax.scan(one_step, carry, b * block + jnp.arange(block))
-
-    (r, v), outs = jax.lax.scan(run_block, (r0, v0), jnp.arange(n_steps // block))
-    outs = jax.tree_util.tree_map(lambda a: a.reshape((n_steps,) + a.shape[2:]), outs)
-    out0 = output_fn(r0, v0, t0)
-    outs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b], 0), out0, outs)
-    return Response(t0 + h * jnp.arange(n_steps + 1), outs, r, v)
+    traj = integrate.simulate(method or lsrt2.LSRT2, system, r0, v0, t0, h, n_steps + 1, 1, 1,
+                              output_fn, checkpoint_block=block)
+    return Response(traj.t, traj.outputs, traj.r, traj.v)
 

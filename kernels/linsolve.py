@@ -4,7 +4,9 @@ factorisation, and the Jacobian products of eqs. (7)-(8).
 A *solver* bundles these operations for one storage format of the
 linearisation, so that the integrator (:mod:`kernels.lsrt2`) is written once:
 
-``factor(lin, h) -> fac``   A = E - h g J_v - (h g)^2 J_r K  (eq. 11), factorised
+``factor(lin, hg) -> fac``  A = E - hg J_v - hg^2 J_r K  (eq. 11), factorised;
+                           ``hg = h * g`` comes from the method (its
+                           diagonal coefficient, :mod:`kernels.integrate`)
 ``solve(fac, b) -> x``      A x = b (both stages reuse one factorisation)
 ``jr(lin, x)``, ``jv(lin, x)``, ``ju(lin, du)``   J_r x, J_v x, J_u du
 
@@ -27,9 +29,6 @@ from jax.scipy.linalg import lu_factor, lu_solve
 from kernels import blocks
 from kernels.rotations import mm, mv
 
-GAMMA = 1.0 - 2.0 ** 0.5 / 2.0   # g11 = g22 of LSRT2 (Table 1)
-
-
 class Solver(NamedTuple):
     name: str
     factor: Callable
@@ -46,16 +45,15 @@ def block_diag_matmul(J, K):
     return jnp.einsum("nmj,mjk->nmk", J.reshape(n, m, 6), K).reshape(n, n)
 
 
-def dense_coefficient_matrix(lin, h):
-    """A = E - h g J_v - (h g)^2 J_r K   (eq. 11), dense (n, n)."""
+def dense_coefficient_matrix(lin, hg):
+    """A = E - hg J_v - hg^2 J_r K   (eq. 11, hg = h g), dense (n, n)."""
     n = lin.J_v.shape[0]
-    hg = h * GAMMA
     return jnp.eye(n, dtype=lin.J_v.dtype) - hg * lin.J_v - hg * hg * block_diag_matmul(lin.J_r, lin.K)
 
 
 DENSE = Solver(
     name="dense",
-    factor=lambda lin, h: lu_factor(dense_coefficient_matrix(lin, h)),
+    factor=lambda lin, hg: lu_factor(dense_coefficient_matrix(lin, hg)),
     solve=lambda fac, b: lu_solve(fac, b),
     jr=lambda lin, x: lin.J_r @ x,
     jv=lambda lin, x: lin.J_v @ x,
@@ -63,9 +61,8 @@ DENSE = Solver(
 )
 
 
-def block_coefficient_matrix(pattern, lin, h):
-    """Mass-scaled eq. (11) in slots: M A = M - h g G_v - (h g)^2 G_r K, (slots, 6, 6)."""
-    hg = h * GAMMA
+def block_coefficient_matrix(pattern, lin, hg):
+    """Mass-scaled eq. (11) in slots: M A = M - hg G_v - hg^2 G_r K, (slots, 6, 6); hg = h g."""
     n = pattern.n
     MA = -hg * lin.G_v[:n] - hg * hg * mm(lin.G_r[:n], lin.K[pattern.cols])
     return MA.at[pattern.diag].add(lin.M)
@@ -96,7 +93,7 @@ def model_solver(topology, name="block") -> Solver:
         elim = blocks.model_elimination(topology)
         return Solver(
             name="block",
-            factor=lambda lin, h: (blocks.factor(elim, block_coefficient_matrix(pattern, lin, h)), lin.M),
+            factor=lambda lin, hg: (blocks.factor(elim, block_coefficient_matrix(pattern, lin, hg)), lin.M),
             solve=lambda fac, b: blocks.solve(elim, fac[0], mv(fac[1], b.reshape(m, 6))).reshape(-1),
             jr=jr, jv=jv, ju=ju)
     if name == "dense":
@@ -104,8 +101,8 @@ def model_solver(topology, name="block") -> Solver:
             name="dense",
             # the barrier keeps XLA from fusing the block products into the
             # dense assembly (re-computed per matrix entry: measured 5 ms per step)
-            factor=lambda lin, h: (lu_factor(blocks.to_dense(pattern, jax.lax.optimization_barrier(
-                block_coefficient_matrix(pattern, lin, h)))), lin.M),
+            factor=lambda lin, hg: (lu_factor(blocks.to_dense(pattern, jax.lax.optimization_barrier(
+                block_coefficient_matrix(pattern, lin, hg)))), lin.M),
             solve=lambda fac, b: lu_solve(fac[0], mv(fac[1], b.reshape(m, 6)).reshape(-1)),
             jr=jr, jv=jv, ju=ju)
     raise ValueError(f"solver = {name!r} is not one of dense, block")

@@ -16,9 +16,11 @@ the design position (x forward, y left, z up; m).
              preload [N | N m] (force on body 1 at zero deflection),
              offset [m | rad] (deflection at which the elastic force is
              the preload), optional ``stiffness_curves`` /
-             ``damping_curves``: {direction: {x: [...], y: [...]}} giving
-             force on body 1 vs deflection / deflection rate; a direction with
-             a curve uses it instead of the linear coefficient.
+             ``damping_curves``: {direction: {x: [...], y: [...],
+             interpolation: linear | pchip}} giving force on body 1 vs
+             deflection / deflection rate; a direction with a curve uses it
+             instead of the linear coefficient (``kernels.curves``: what the
+             interpolation choice means; default pchip).
 ``p2p``      index, name, marker_1, marker_2, kind (spring | damper |
              bump_stop | rebound_stop), and the law parameters documented at
              :func:`_p2p_law`.
@@ -148,7 +150,10 @@ def _where(table, i, row):
 
 
 def _finite(value, what):
-    arr = np.asarray(value, dtype=float)
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} = {value!r} is not a number (or a list of numbers)") from None
     if not np.all(np.isfinite(arr)):
         raise ModelError(f"{what} = {value!r} is not finite (NaN or inf)")
     return arr
@@ -200,6 +205,10 @@ def _check_curve(curve, what):
         i = int(bad[0])
         raise ModelError(f"{what}.x is not strictly increasing: x[{i}] = {x[i]} >= "
                          f"x[{i + 1}] = {x[i + 1]}")
+    interp = curve.get("interpolation", "pchip")
+    if interp not in curves.INTERPOLATIONS:
+        raise ModelError(f"{what}.interpolation = {interp!r} is not one of "
+                         f"{', '.join(curves.INTERPOLATIONS)}")
     return x, y
 
 
@@ -222,7 +231,8 @@ def validate_tables(tables):
         if b["index"] == GROUND:
             raise ModelError(f"{w}.index = 0 is reserved for the ground (chassis)")
         mass = b.get("mass")
-        if mass is None or not np.isfinite(mass) or mass <= 0:
+        if (isinstance(mass, bool) or not isinstance(mass, (int, float, np.number))
+                or not np.isfinite(mass) or mass <= 0):
             raise ModelError(f"{w}.mass = {mass!r} must be a positive number [kg]")
         inertia = _finite(b.get("inertia", np.nan), f"{w}.inertia")
         if inertia.shape != (3, 3):
@@ -255,7 +265,7 @@ def validate_tables(tables):
                 raise ModelError(f"{w}: both markers are on body {b1}")
             if key == "bushings":
                 for fld in ("stiffness", "damping"):
-                    _vector(e, fld, 6, w)
+                    _non_negative(_vector(e, fld, 6, w), f"{w}.{fld}")
                 for fld in ("preload", "offset"):
                     _vector(e, fld, 6, w, default=[0] * 6)
                 for fld in ("stiffness_curves", "damping_curves"):
@@ -271,8 +281,19 @@ def validate_tables(tables):
     for side in ("left", "right"):
         if wheels.get(side) not in body_rows:
             raise ModelError(f"wheels.{side} = {wheels.get(side)!r} is not a body index")
-    _finite(tables.get("gravity", [0, 0, -9.81]), "gravity")
+    _vector(tables, "gravity", 3, "model", default=[0, 0, -9.81])
     return tables
+
+
+def _non_negative(arr, what):
+    """Stiffness and damping of a bushing: a negative value feeds energy into the
+    axle (a negative linear coefficient; curves carry their own sign)."""
+    bad = np.nonzero(arr < 0)[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ModelError(f"{what} = {arr.tolist()}: {DIRECTIONS[i]} = {arr[i]} must be >= 0 "
+                         "(a negative stiffness or damping feeds energy into the axle)")
+    return arr
 
 
 def _check_p2p(e, w, m1, m2):
@@ -283,7 +304,7 @@ def _check_p2p(e, w, m1, m2):
     if length < 1e-6:
         raise ModelError(f"{w}: markers coincide at the design position (length {length} m); "
                          "a P2P element needs a line of action")
-    for fld in ("stiffness", "damping", "preload", "clearance", "length"):
+    for fld in ("stiffness", "damping", "preload", "clearance", "length", "seat_offset"):
         if fld in e and e[fld] is not None:
             _finite(e[fld], f"{w}.{fld}")
     if e.get("clearance") is not None and e["clearance"] < 0:
@@ -312,39 +333,45 @@ def _p2p_law(e, length_design):
                     (curve: rebound/extension velocity [m/s] -> force [N])
       bump_stop:    push = curve(s - clearance) for s > clearance, else 0
       rebound_stop: T = curve(-s - clearance) for -s > clearance, else 0
-    ``length`` (default: design distance of the markers) is L_ref.
+    ``length`` (default: design distance of the markers) is L_ref;
+    ``seat_offset`` [m] (spring seat / packer adjustment, + = compressed
+    further at the design position) adds to it. Curves carry their
+    ``interpolation`` (default pchip), bump/rebound stop curves are pchip
+    unless stated.
     """
     kind = e["kind"]
-    L = float(e.get("length") or length_design)
+    L = float(e.get("length") or length_design) + float(e.get("seat_offset") or 0.0)
     k = float(e.get("stiffness") or 0.0)
     f0 = float(e.get("preload") or 0.0)
     c = float(e.get("damping") or 0.0)
     kcurve = ccurve = None
+    interp = (e.get("curve") or {}).get("interpolation", "pchip")
     if kind == "spring" and "curve" in e:
         kcurve = (np.asarray(e["curve"]["x"], float), np.asarray(e["curve"]["y"], float),
-                  ("linear", "linear"))
+                  ("linear", "linear"), interp)
         k = f0 = 0.0
     elif kind == "damper" and "curve" in e:
         ccurve = (np.asarray(e["curve"]["x"], float), np.asarray(e["curve"]["y"], float),
-                  ("linear", "linear"))
+                  ("linear", "linear"), interp)
         c = 0.0
     elif kind == "bump_stop":
         cl = float(e.get("clearance") or 0.0)
         kcurve = (np.asarray(e["curve"]["x"], float) + cl, np.asarray(e["curve"]["y"], float),
-                  ("constant", "linear"))
+                  ("constant", "linear"), interp)
         k = f0 = 0.0
     elif kind == "rebound_stop":
         cl = float(e.get("clearance") or 0.0)
         x = np.asarray(e["curve"]["x"], float)
         y = np.asarray(e["curve"]["y"], float)
-        kcurve = (-(x + cl)[::-1], -y[::-1], ("linear", "constant"))
+        kcurve = (-(x + cl)[::-1], -y[::-1], ("linear", "constant"), interp)
         k = f0 = 0.0
     return L, k, f0, c, kcurve, ccurve
 
 
 def _tables_to_arrays(specs, n_knots):
-    zero = (np.array([0.0, 1.0]), np.array([0.0, 0.0]), ("linear", "linear"))
-    tabs = [curves.hermite_table(*(s or zero)[:2], n_knots=n_knots, extrapolate=(s or zero)[2])
+    zero = (np.array([0.0, 1.0]), np.array([0.0, 0.0]), ("linear", "linear"), "linear")
+    tabs = [curves.hermite_table(*(s or zero)[:2], n_knots=n_knots, extrapolate=(s or zero)[2],
+                                 interpolation=(s or zero)[3])
             for s in specs]
     return curves.stack_tables(tabs)
 
@@ -392,12 +419,12 @@ def build_model(tables) -> Model:
         for d, cv in (e.get("stiffness_curves") or {}).items():
             j = DIRECTIONS.index(d)
             kspec[i][j] = (np.asarray(cv["x"], float), np.asarray(cv["y"], float),
-                           ("linear", "linear"))
+                           ("linear", "linear"), cv.get("interpolation", "pchip"))
             k[i, j] = 0.0
         for d, cv in (e.get("damping_curves") or {}).items():
             j = DIRECTIONS.index(d)
             cspec[i][j] = (np.asarray(cv["x"], float), np.asarray(cv["y"], float),
-                           ("linear", "linear"))
+                           ("linear", "linear"), cv.get("interpolation", "pchip"))
             c[i, j] = 0.0
 
     # P2P

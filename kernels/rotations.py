@@ -117,3 +117,41 @@ def rotation_vector(R, eps=1e-6):
     # angle/sin(angle) with sin(angle) = |s|; Taylor: 1 + angle^2/6 ~ 1 + |s|^2/6
     factor = jnp.where(small, 1.0 + ns2 / 6.0, jnp.arctan2(ns, c) / ns)
     return s * factor[..., None]
+
+
+def _dexp_gamma(t2):
+    """gamma(theta) = (1 - (theta/2) cot(theta/2)) / theta^2 of t2 = theta^2.
+
+    Series 1/12 + t2/720 + t2^2/30240 + t2^3/1209600 + t2^4/47900160 below
+    t2 = 1e-2 (truncation < 1e-17 relative); above, the closed form, whose
+    cancellation costs at most ~1e3 eps relative on gamma there (gamma theta^2
+    is then >= 1e-3 of the result: round-off level in float32 and float64).
+    The double ``where`` keeps value and derivatives finite at theta = 0.
+    Valid for theta < 2 pi (used for theta < pi).
+    """
+    small = t2 < 1e-2
+    ts = jnp.where(small, 1.0, t2)
+    h = 0.5 * jnp.sqrt(ts)
+    exact = (1.0 - h / jnp.tan(h)) / ts
+    series = 1.0 / 12.0 + t2 * (1.0 / 720.0 + t2 * (1.0 / 30240.0 + t2 * (1.0 / 1209600.0
+                                                                          + t2 / 47900160.0)))
+    return jnp.where(small, series, exact)
+
+
+def left_jacobian_inv_T_apply(theta, f):
+    """``Jl^{-T}(theta) @ f`` for a rotation vector theta [rad] and a 3-vector f.
+
+    Jl is the left Jacobian of SO(3) (for R = exp([theta]): a left increment
+    exp([eta]) R has rotation vector theta + Jl^{-1}(theta) eta);
+    ``Jl^{-1} = I - [theta]/2 + gamma [theta]^2`` and so
+    ``Jl^{-T} f = f + theta x f / 2 + gamma theta x (theta x f)`` with
+    gamma = (1 - (theta/2) cot(theta/2)) / theta^2 (:func:`_dexp_gamma`,
+    series near 0). Equals ``Rrel Jr^{-T} f`` and ``Jr^{-1} f``. The map from
+    the generalised force conjugate to theta (a bushing's torque
+    characteristic) to the torque on a body (method.md section 1,
+    kernels.forces.bushing_element). dtype follows the inputs.
+    """
+    t2 = jnp.sum(theta * theta, -1)
+    g = _dexp_gamma(t2)
+    tf = jnp.cross(theta, f)
+    return f + 0.5 * tf + g[..., None] * jnp.cross(theta, tf)

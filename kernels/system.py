@@ -1,14 +1,14 @@
 """Bind a model and an excitation into the integrator's system interface."""
 from kernels import linsolve, loads
 from kernels.dynamics import linearise_blocks, q_fn
-from kernels.lsrt2 import System
+from kernels.integrate import System
 from kernels.rotations import coordinate_rates
 
 SOLVERS = ("block", "dense")
 
 
 def model_system(model, exc, solver="block") -> System:
-    """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.lsrt2`.
+    """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.integrate`.
 
     ``solver``: how eq. (11) is factorised, one of ``SOLVERS`` (block LU in
     the elimination order of the body graph, or dense partially pivoted LU);

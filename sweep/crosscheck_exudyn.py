@@ -19,14 +19,18 @@ Mapping (what is identical and what is not):
   pose. No constraints: every body is free, as in the kernels.
 - Bushings: ``ObjectConnectorRigidBodySpringDamper`` (non-intrinsic
   formulation) between two ``MarkerBodyRigid`` at the bushing's marker
-  points, ``rotationMarker0/1`` = the marker frames, diagonal stiffness and
-  damping = the per-direction coefficients. Linear characteristics are
-  identical; a tabulated characteristic is linearised at zero deflection
-  (value -> preload, slope -> stiffness; the double wishbone has none).
-  Differences by formulation, both of second order in the deflection:
-  Exudyn measures the relative rotation by Tait-Bryan xyz angles (ours: the
-  rotation vector), and applies the reaction on body 2 at marker 2 (ours:
-  at marker 1, Adams style, so that the pair has no net moment).
+  points, ``rotationMarker0/1`` = the marker frames. ``native``: diagonal
+  stiffness and damping = the per-direction coefficients (a tabulated
+  characteristic is linearised at zero deflection: value -> preload, slope
+  -> stiffness). Differences by formulation, both of second order in the
+  deflection: Exudyn measures the relative rotation by Tait-Bryan xyz angles
+  and uses its torque directly (ours: the rotation vector theta and the
+  torque Jl^-T(theta) f_r, the gradient of the bushing potential), and it
+  applies the force on body 1 at marker 1 and the reaction on body 2 at
+  marker 2 (ours: both at marker 2's position, so that the pair has no net
+  moment and the elastic part is conservative, method.md section 1).
+  ``matched``: a user function with the kernels' law plus an auxiliary
+  moment connector (see :func:`build_exudyn`).
 - P2P elements: ``ObjectConnectorSpringDamper`` with a Python
   ``springForceUserFunction`` that evaluates exactly the kernels' law
   (:func:`kernels.model._p2p_law`, the Hermite tables of
@@ -137,17 +141,47 @@ def _rotation_vector_of_rxyz(a0, a1, a2):
     return sx * f, sy * f, sz * f
 
 
-def _bushing_force_function(model, i, cache):
+def _dexp_gamma(t2):
+    """(1 - (theta/2) cot(theta/2)) / theta^2 of t2 = theta^2 (series below 1e-2),
+    written independently of kernels.rotations for the user functions."""
+    if t2 < 1e-2:
+        return 1.0 / 12.0 + t2 * (1.0 / 720.0 + t2 * (1.0 / 30240.0 + t2 * (1.0 / 1209600.0
+                                                                          + t2 / 47900160.0)))
+    h = 0.5 * math.sqrt(t2)
+    return (1.0 - h / math.tan(h)) / t2
+
+
+def _jl_inv_T_apply(th, f):
+    """Jl^{-T}(theta) f = f + theta x f / 2 + gamma theta x (theta x f) (plain floats)."""
+    g = _dexp_gamma(th[0] * th[0] + th[1] * th[1] + th[2] * th[2])
+    t = (th[1] * f[2] - th[2] * f[1], th[2] * f[0] - th[0] * f[2], th[0] * f[1] - th[1] * f[0])
+    tt = (th[1] * t[2] - th[2] * t[1], th[2] * t[0] - th[0] * t[2], th[0] * t[1] - th[1] * t[0])
+    return [f[j] + 0.5 * t[j] + g * tt[j] for j in range(3)]
+
+
+def _bushing_force_function(model, i, cache, node1=None):
     """Exudyn springForceTorqueUserFunction with the kernels' bushing law (bushing i).
 
     Exudyn passes, in marker 1's frame (its joint-0 frame), the relative
-    displacement [m], Tait-Bryan xyz angles of the relative rotation [rad],
-    relative velocity [m/s] and angular velocity [rad/s]; the function
-    returns force and torque on body 1 in that frame [N, N m]:
-    ``k_scale (k e + curve_k(e)) + c_scale (c rate + curve_c(rate)) + preload``
-    with ``e = (d, theta) - offset`` and theta the rotation vector.
-    ``cache[i]`` receives (d, force) for the reaction-moment connector.
+    displacement d [m], Tait-Bryan xyz angles of the relative rotation [rad],
+    the relative velocity Rm1^T (vm2 - vm1) [m/s] and angular velocity
+    [rad/s]; Exudyn applies the returned force on body 1 at marker 1 (and its
+    negative on body 2 at marker 2) and the returned torque on body 1 (its
+    negative on body 2), both in that frame [N, N m]. The kernels' law
+    (kernels.forces.bushing_element, method.md section 1):
+    ``f_e = k_scale (k e + curve_k(e)) + preload``, ``e = (d, theta) - offset``
+    with theta the rotation vector, ``f_d = c_scale (c rho + curve_c(rho))``
+    with rho_t = velocity - a1 x d (a1: body 1's angular velocity in marker-1
+    axes, from Exudyn's node ``node1``; None = ground) and rho_r the angular
+    velocity; force f_t = f_e,t + f_d,t acting at marker 2's position and
+    torque Jl^-T(theta) f_e,r + f_d,r. Returned: f_t and the torque about
+    marker 1, ``Jl^-T f_e,r + f_d,r + d x f_t``; body 2 then gets -f_t at
+    marker 2 (as ours) but the torque -(... + d x f_t): the auxiliary
+    connector of :func:`_reaction_moment_function` gives it back d x F.
+    ``cache[i]`` receives (d, force) for that connector.
     """
+    import exudyn as exu
+    OT = exu.OutputVariableType
     k = [float(x) for x in np.asarray(model.bu_k[i]) * np.asarray(model.bu_k_scale[i])]
     c = [float(x) for x in np.asarray(model.bu_c[i]) * np.asarray(model.bu_c_scale[i])]
     ks = np.asarray(model.bu_k_scale[i], float)
@@ -158,19 +192,33 @@ def _bushing_force_function(model, i, cache):
     cc = {kk: np.asarray(v)[i] for kk, v in model.bu_c_curve.items()}
     kdirs = [j for j in range(6) if np.any(kc["coef"][j] != 0)]
     cdirs = [j for j in range(6) if np.any(cc["coef"][j] != 0)]
+    rot1T = np.asarray(model.bu_rot1[i], float).T
 
     def uf(mbs, t, itemNumber, displacement, rotation, velocity, angularVelocity,
            stiffness, damping, rotJ0, rotJ1, offset):
+        d = [displacement[0], displacement[1], displacement[2]]
         th = _rotation_vector_of_rxyz(rotation[0], rotation[1], rotation[2])
-        e = [displacement[0] - off[0], displacement[1] - off[1], displacement[2] - off[2],
+        e = [d[0] - off[0], d[1] - off[1], d[2] - off[2],
              th[0] - off[3], th[1] - off[4], th[2] - off[5]]
-        rate = [velocity[0], velocity[1], velocity[2],
+        if node1 is None:
+            a = (0.0, 0.0, 0.0)
+        else:
+            a = rot1T @ np.asarray(mbs.GetNodeOutput(node1, OT.AngularVelocityLocal))
+        rate = [velocity[0] - (a[1] * d[2] - a[2] * d[1]),
+                velocity[1] - (a[2] * d[0] - a[0] * d[2]),
+                velocity[2] - (a[0] * d[1] - a[1] * d[0]),
                 angularVelocity[0], angularVelocity[1], angularVelocity[2]]
-        f = [k[j] * e[j] + c[j] * rate[j] + pre[j] for j in range(6)]
+        fe = [k[j] * e[j] + pre[j] for j in range(6)]
+        fd = [c[j] * rate[j] for j in range(6)]
         for j in kdirs:
-            f[j] += ks[j] * _curve_eval(kc, j, e[j])
+            fe[j] += ks[j] * _curve_eval(kc, j, e[j])
         for j in cdirs:
-            f[j] += cs[j] * _curve_eval(cc, j, rate[j])
+            fd[j] += cs[j] * _curve_eval(cc, j, rate[j])
+        ft = [fe[j] + fd[j] for j in range(3)]
+        tr = _jl_inv_T_apply(th, fe[3:])
+        f = ft + [tr[0] + fd[3] + d[1] * ft[2] - d[2] * ft[1],
+                  tr[1] + fd[4] + d[2] * ft[0] - d[0] * ft[2],
+                  tr[2] + fd[5] + d[0] * ft[1] - d[1] * ft[0]]
         cache[i] = (displacement, f)
         return f
     return uf
@@ -296,9 +344,11 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
         angles as rotation measure; reaction on body 2 at marker 2).
         ``"matched"``: the same connector with a Python
         ``springForceTorqueUserFunction`` that evaluates the kernels' law
-        (rotation vector as rotation measure; tabulated curves exactly), plus an
-        auxiliary moment on body 2 that moves the reaction to marker 1 as in
-        :func:`kernels.forces.bushing_element`. Everything else (rigid
+        (rotation vector as rotation measure, torque Jl^-T(theta) f_r,
+        rates of d, tabulated curves exactly; torque returned about marker 1),
+        plus an auxiliary moment d x F on body 2, so that both bodies get
+        the loads of :func:`kernels.forces.bushing_element` (force at marker
+        2's position). Everything else (rigid
         bodies, marker kinematics, assembly, solvers) is Exudyn's.
     """
     import exudyn as exu
@@ -349,14 +399,17 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
                 stiffness=np.diag(k), damping=np.diag(c), offset=off.tolist(), **common)))
         elif formulation == "matched":
             bu.append(mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
-                springForceTorqueUserFunction=_bushing_force_function(model, i, cache), **common)))
+                springForceTorqueUserFunction=_bushing_force_function(
+                    model, i, cache, None if s1 == m else nodes[s1]), **common)))
         else:
             raise ValueError(f"formulation = {formulation!r} is not 'native' or 'matched'")
     if formulation == "matched":
-        # reaction on body 2 at marker 1 (the kernels' convention): Exudyn puts
-        # it at marker 2, so body 2 gets the extra moment d x F, d = pm2 - pm1,
-        # F = force on body 1 (vehicle frame); an auxiliary connector to the
-        # ground carries it (its reaction on the fixed ground is irrelevant)
+        # the main connector returns the torque about marker 1 (body 1's force
+        # acts at pm2 in the kernels' law) and Exudyn applies its negative to
+        # body 2, whose force -F acts at pm2 already: body 2 needs d x F back,
+        # d = pm2 - pm1, F = force on body 1 (vehicle frame); an auxiliary
+        # connector to the ground carries it (its reaction on the fixed ground
+        # is irrelevant)
         for i in range(nb):
             s1, s2 = (int(x) for x in topo.bushing_bodies[i])
             if s2 == m:
@@ -581,7 +634,9 @@ def solve_static(axle: ExudynAxle, t_static=None, r_start=None, tol=1e-7, max_it
         s.solutionSettings.writeSolutionToFile = False
         s.solutionSettings.sensorsWritePeriod = 1e9
         s.staticSolver.newton.absoluteTolerance = 1e-10
-        s.staticSolver.newton.relativeTolerance = 1e-14
+        # 1e-12: the relative error stagnates at round-off (~1e-13 on the
+        # 2026-11-24 double wishbone), which 1e-14 never reached
+        s.staticSolver.newton.relativeTolerance = 1e-12
         s.staticSolver.newton.maxIterations = 50
         s.staticSolver.numberOfLoadSteps = 1
         s.staticSolver.useLoadFactor = False
@@ -758,3 +813,27 @@ def match_eigenvalues(ours, theirs):
     idx = [int(np.argmin(np.abs(theirs - lam))) for lam in ours]
     matched = theirs[idx]
     return matched, np.abs(matched - ours) / np.abs(ours)
+
+
+def assign_eigenvalues(ours, theirs):
+    """One-to-one assignment of eigenvalues (scipy.optimize.linear_sum_assignment
+    on the relative distances |lambda_o - lambda_t| / |lambda_o|): no eigenvalue
+    of theirs serves two of ours. Needs len(theirs) >= len(ours).
+
+    Returns (theirs_assigned in the order of ours, relative distance,
+    damping-ratio difference zeta_t - zeta_o); zeta = -Re(lambda) / |lambda|."""
+    from scipy.optimize import linear_sum_assignment
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    if len(theirs) < len(ours):
+        raise ValueError(f"{len(theirs)} eigenvalues to assign to {len(ours)}")
+    cost = np.abs(ours[:, None] - theirs[None, :]) / np.abs(ours)[:, None]
+    row, col = linear_sum_assignment(cost)
+    assigned = theirs[col[np.argsort(row)]]
+    rel = np.abs(assigned - ours) / np.abs(ours)
+    return assigned, rel, damping_ratio(assigned) - damping_ratio(ours)
+
+
+def damping_ratio(lam):
+    """Modal damping ratio zeta = -Re(lambda) / |lambda| (dimensionless)."""
+    lam = np.asarray(lam)
+    return -lam.real / np.abs(lam)

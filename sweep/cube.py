@@ -1,11 +1,14 @@
 """Result cubes: xarray datasets in zarr stores, with the project's public schema.
 
-Schema (checked by shared/tools/check_cube.py): coords variant, time [s],
+Schema (checked by :mod:`sweep.cube_schema`, the same checks as
+shared/tools/check_cube.py): coords variant, time [s],
 side = [left, right], axis = [x, y, z], bushing (names), component =
 [fx, fy, fz, mx, my, mz]; variables wheel_centre_displacement (variant, time,
 side, axis) [m] relative to the static equilibrium, toe and camber (variant,
 time, side) [rad, DIN 70000], bushing_force (variant, time, bushing,
-component) [N, N m] on the bushing's first body in the vehicle frame.
+component) [N (fx, fy, fz), N m (mx, my, mz): coordinate component_units;
+:func:`split_loads` splits it by unit] on the bushing's first body in the
+vehicle frame.
 Attributes: n_bodies, n_force_elements, n_dof, reference_bushing_left/right,
 config (resolved YAML) and provenance.
 
@@ -56,6 +59,28 @@ def pooled_signals(ch, model, what):
     names = model.topology.bushing_names
     idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in SIDES]
     return np.concatenate([np.asarray(ch["bushing_force"])[:, i, 0] for i in idx])
+
+
+def split_loads(ds):
+    """The cube with ``bushing_force`` split by unit, for unit-aware tools
+    (pint-xarray parses every ``units`` attribute then): ``bushing_force``
+    (..., force_component = fx, fy, fz) [N] and ``bushing_moment`` (...,
+    moment_component = mx, my, mz) [N m]. Lazy views of the stored variable
+    (the stored cube keeps one ``bushing_force`` over ``component`` = fx..mz,
+    the public schema; the unit of each component is the coordinate
+    ``component_units``)."""
+    bf = ds["bushing_force"]
+    attrs = {k: v for k, v in bf.attrs.items() if k not in ("units", "long_name", "coordinates")}
+
+    def part(comps, dim, units, what):
+        da = bf.sel(component=comps).rename(component=dim).drop_vars("component_units", errors="ignore")
+        da.attrs = {**attrs, "units": units,
+                    "long_name": f"{what} of the bushing on its first body, vehicle frame"}
+        return da
+    out = ds.drop_vars(["bushing_force", "component_units"], errors="ignore")
+    out["bushing_force"] = part(COMPONENTS[:3], "force_component", "N", "force")
+    out["bushing_moment"] = part(COMPONENTS[3:], "moment_component", "N m", "torque")
+    return out.drop_dims("component", errors="ignore")
 
 
 def nmse_report(ds: xr.Dataset, ref: xr.Dataset, window=(4.9, 6.0)):

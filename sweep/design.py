@@ -16,7 +16,7 @@ import itertools
 import numpy as np
 from scipy.stats import qmc
 
-from kernels.model import ModelError
+from sweep.schema import ConfigError, Int, fmt
 
 DESIGNS = ("nominal", "grid", "lhs", "sobol", "random", "table")
 
@@ -25,28 +25,31 @@ def make_design(cfg, params) -> np.ndarray:
     """Return the (n_variants, n_params) parameter values of the design."""
     kind = cfg.get("design", "nominal")
     if kind not in DESIGNS:
-        raise ModelError(f"sweep.design = {kind!r} is not one of {', '.join(DESIGNS)}")
+        raise ConfigError(f"sweep.design = {kind!r} is not one of {', '.join(DESIGNS)}")
     k = len(params)
-    seed = int(cfg.get("seed", 0))
+    seed = Int(ge=0).check(cfg.get("seed", 0), "sweep.seed")
     if kind == "nominal":
         return params.nominal[None, :]
     if k == 0:
-        raise ModelError(f"sweep.parameters: design {kind!r} needs at least one parameter")
+        raise ConfigError(f"sweep.parameters: design {kind!r} needs at least one parameter")
     if kind == "table":
         return _table(cfg.get("table"), params)
     if kind == "grid":
         levels = cfg.get("levels", 3)
-        levels = [int(levels)] * k if np.isscalar(levels) else [int(x) for x in levels]
+        levels = [Int().check(levels, "sweep.levels")] * k if np.isscalar(levels) else \
+            [Int().check(x, f"sweep.levels[{i}]") for i, x in enumerate(levels)]
         if len(levels) != k or min(levels) < 1:
-            raise ModelError(f"sweep.levels = {cfg.get('levels')!r} must be >= 1 (one value or one per parameter)")
+            raise ConfigError(f"sweep.levels = {cfg.get('levels')!r} must be >= 1 (one value or one per parameter)")
         axes = [np.linspace(0, 1, n) if n > 1 else np.array([params.params[i].to_unit(params.params[i].nominal)])
                 for i, n in enumerate(levels)]
         Z = np.array(list(itertools.product(*axes)))
         return params.from_unit(Z)
     n = cfg.get("n_variants")
-    if n is None or int(n) < 1:
-        raise ModelError(f"sweep.n_variants = {n!r} must be >= 1")
-    n = int(n)
+    if n is None:
+        raise ConfigError("sweep.n_variants is missing: give the number of variants")
+    n = Int().check(n, "sweep.n_variants")
+    if n < 1:
+        raise ConfigError(f"sweep.n_variants = {n!r} must be >= 1")
     if kind == "lhs":
         Z = qmc.LatinHypercube(d=k, seed=seed).random(n)
     elif kind == "sobol":
@@ -57,25 +60,44 @@ def make_design(cfg, params) -> np.ndarray:
 
 
 def _table(path, params):
-    if not path:
-        raise ModelError("sweep.table: the table design needs a CSV path")
+    """The CSV design: a header of parameter names, one row of numbers per
+    variant. Every bad row or cell is named by its line and column."""
+    key = f"sweep.table = {fmt(path)}"
+    if not path or path == "???":
+        raise ConfigError("sweep.table: the table design needs a CSV path (sweep.table=my_design.csv)")
     try:
         with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+            lines = [(i + 1, row) for i, row in enumerate(csv.reader(f)) if any(c.strip() for c in row)]
     except OSError as err:
-        raise ModelError(f"sweep.table = {path!r} cannot be read: {err.strerror}") from None
-    if not rows:
-        raise ModelError(f"sweep.table = {path!r} has no rows")
-    cols = set(rows[0])
+        raise ConfigError(f"{key}: cannot be read ({err.strerror})") from None
+    except (csv.Error, UnicodeDecodeError) as err:
+        raise ConfigError(f"{key}: not a CSV file ({err})") from None
+    if len(lines) < 2:
+        raise ConfigError(f"{key}: has no rows (a header of parameter names, then one row per variant)")
+    header = [c.strip() for c in lines[0][1]]
     for name in params.names:
-        if name not in cols:
-            raise ModelError(f"sweep.table = {path!r} has no column {name!r}")
-    for c in cols:
+        if name not in header:
+            raise ConfigError(f"{key}: has no column {name!r} (columns: {', '.join(header)})")
+    for c in header:
         if c not in params.names:
-            raise ModelError(f"sweep.table = {path!r}: column {c!r} is not a sweep parameter")
-    try:
-        X = np.array([[float(r[n]) for n in params.names] for r in rows])
-    except ValueError as err:
-        raise ModelError(f"sweep.table = {path!r}: {err}") from None
-    params.check_values(X, f"sweep.table = {path!r}")
+            raise ConfigError(f"{key}: column {c!r} is not a sweep parameter ({', '.join(params.names)})")
+    if len(set(header)) != len(header):
+        raise ConfigError(f"{key}: a column appears twice in the header")
+    cols = [header.index(n) for n in params.names]
+    X = np.empty((len(lines) - 1, len(params)))
+    for r, (line, row) in enumerate(lines[1:]):
+        if len(row) != len(header):
+            where = (f"column {header[len(row)]!r} is missing" if len(row) < len(header)
+                     else f"{len(row) - len(header)} value(s) after the last column {header[-1]!r}")
+            raise ConfigError(f"{key}: line {line} has {len(row)} fields, the header {len(header)}: {where}")
+        for j, c in enumerate(cols):
+            cell = row[c].strip()
+            try:
+                v = float(cell)
+            except ValueError:
+                raise ConfigError(f"{key}: line {line}, column {header[c]!r} = {cell!r} is not a number") from None
+            if not np.isfinite(v):
+                raise ConfigError(f"{key}: line {line}, column {header[c]!r} = {cell} is not finite")
+            X[r, j] = v
+    params.check_values(X, key)
     return X

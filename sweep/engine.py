@@ -12,8 +12,12 @@ across them along the variant axis.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import math
 import os
+import signal
+import sys
+import threading
 import time
 
 import jax
@@ -21,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import loads, lsrt2, statics
+from kernels import integrate, loads, statics
+from kernels.methods import METHODS
 from kernels.model import ModelError
 from kernels.system import SOLVERS, model_system
 from sweep import store as cube_store
@@ -31,16 +36,44 @@ from sweep.job import make_channels, model_from_config, sample_grid
 from sweep.loadcase import build_excitation
 from sweep.params import build_parameters
 
+log = logging.getLogger("sweep")
+
 CHANNELS = ("wheel_centre_displacement", "toe", "camber", "bushing_force")
+COMPONENT_UNITS = ["N", "N", "N", "N m", "N m", "N m"]     # fx fy fz mx my mz
 UNITS = {
     "wheel_centre_displacement": ("m", "wheel-centre displacement from the variant's static equilibrium"),
     "toe": ("rad", "toe angle (DIN 70000, + = toe-in)"),
     "camber": ("rad", "camber angle (DIN 70000, + = top out)"),
-    "bushing_force": ("N (fx, fy, fz), N m (mx, my, mz)",
+    # one variable for the public schema (component = fx..mz); the unit of each
+    # component is the coordinate component_units, and sweep.cube.split_loads
+    # gives bushing_force [N] and bushing_moment [N m] (pint-xarray parses both)
+    "bushing_force": ("N (fx, fy, fz); N m (mx, my, mz): see component_units",
                       "force and torque of the bushing on its first body, vehicle frame"),
 }
 # keys that do not change the results: shards and bookkeeping
-VOLATILE = ("shard", "num_shards", "progress")
+VOLATILE = ("shard", "num_shards", "progress", "verify")
+# bytes of one zarr chunk (uncompressed) that the time chunking aims at
+ZARR_CHUNK_BYTES = 2 ** 22
+
+
+def parameter_units(p):
+    """Units of a swept parameter's values: "1" for scale factors; the linear
+    coefficient's unit in value mode (translational / rotational directions)."""
+    if p.mode == "scale":
+        return "1"
+    cols = set(int(c) for c in np.asarray(p.index[1]).ravel())
+    k = p.target == "bushing.stiffness"
+    trans, rot = ("N/m", "N m/rad") if k else ("N s/m", "N m s/rad")
+    if cols <= {0, 1, 2}:
+        return trans
+    if cols <= {3, 4, 5}:
+        return rot
+    return f"{trans} (x, y, z); {rot} (rx, ry, rz)"
+
+
+def parameter_attrs(p):
+    return {"long_name": f"{p.target} ({p.mode}) of {p.name}", "units": parameter_units(p),
+            "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale}
 
 
 def select_bushings(patterns, names):
@@ -53,23 +86,45 @@ def select_bushings(patterns, names):
     return idx
 
 
+def error_norm(tolerance):
+    """RMS of the embedded error estimate, each component scaled by atol + rtol |y|
+    (coordinates and speeds with their own atol): <= 1 means the step's local
+    error is within ``tolerance`` = (rtol, atol_coordinates, atol_speeds)."""
+    rtol, atol_r, atol_v = tolerance
+
+    def norm(err_r, err_v, r, v):
+        sr = err_r / (atol_r + rtol * jnp.abs(r))
+        sv = err_v / (atol_v + rtol * jnp.abs(v))
+        return jnp.sqrt(jnp.mean(jnp.concatenate([sr, sv]) ** 2))
+    return norm
+
+
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1):
+                      n_dev=1, method="lsrt2", tolerance=None):
     """jit(vmap(variant)) : thetas (C, P) -> (channels, status, eq_iterations),
-    each of ``n_dev`` devices mapping its own slice (:func:`map_variants`)."""
+    each of ``n_dev`` devices mapping its own slice (:func:`map_variants`).
+
+    ``method``: a name of :data:`kernels.methods.METHODS`; with an embedded
+    error estimate (ROS34PW2) and ``tolerance`` = (rtol, atol_coordinates,
+    atol_speeds), a variant whose largest per-step estimate exceeds it gets
+    status 3 ("inaccurate", values kept)."""
     channels = make_channels(bushing_idx)
     u0 = loads.u_at(exc, t0)
+    meth = METHODS[method]
+    norm = error_norm(tolerance) if (tolerance is not None and meth.b_hat is not None) else None
 
     def variant(theta):
         m = pset.apply(model, theta)
         eq = statics.static_equilibrium(m, u0)
         system = model_system(m, exc, solver)
         out = lambda r, v, t: channels(m, r, v, eq.r)  # noqa: E731
-        traj = lsrt2.simulate(system, eq.r.reshape(-1), jnp.zeros(eq.r.size), t0, dt,
-                              n_samples, every, relin, out)
+        traj = integrate.simulate(meth, system, eq.r.reshape(-1), jnp.zeros(eq.r.size), t0, dt,
+                                  n_samples, every, relin, out, error_norm=norm)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
-        status = jnp.where(eq.converged, jnp.where(finite, 0, 2), 1).astype(jnp.int8)
-        outs = jax.tree_util.tree_map(lambda a: jnp.where(status == 0, a, jnp.nan), traj.outputs)
+        ok = jnp.where(traj.max_error > 1.0, 3, 0)
+        status = jnp.where(eq.converged, jnp.where(finite, ok, 2), 1).astype(jnp.int8)
+        outs = jax.tree_util.tree_map(lambda a: jnp.where((status == 0) | (status == 3), a, jnp.nan),
+                                      traj.outputs)
         return outs, status, eq.iterations
 
     return map_variants(variant, n_dev)
@@ -118,12 +173,17 @@ def chunking(sw, n_variants, n_samples, n_bush, n_dof):
     return shard, nsh, n_dev, C
 
 
-def job_identity(cfg):
-    """The resolved config text that defines a job's results (shard settings excluded)."""
+def job_identity(cfg, volatile=VOLATILE):
+    """The resolved config text that defines a job's results: shard settings,
+    bookkeeping (progress, verification, the compilation cache) and where the
+    store lies (``output.path``: a store copied or moved elsewhere resumes
+    there) excluded."""
     c = OmegaConf.to_container(cfg, resolve=True)
-    for k in VOLATILE:
+    c.pop("cache", None)
+    for k in volatile:
         c.get("sweep", {}).pop(k, None)
-    c.get("output", {}).pop("overwrite", None)
+    for k in ("overwrite", "path"):
+        c.get("output", {}).pop(k, None)
     return OmegaConf.to_yaml(OmegaConf.create(c))
 
 
@@ -139,8 +199,8 @@ def prepare(cfg):
         if not t0 < t1:
             raise ModelError(f"sweep.start = {t0} must be before loadcase.t_end = {t1}")
     integ = cfg.integrator
-    if integ.name not in ("lsrt2", "radau"):
-        raise ModelError(f"integrator.name = {integ.name!r} is not one of lsrt2, radau")
+    if integ.name not in (*METHODS, "radau"):
+        raise ModelError(f"integrator.name = {integ.name!r} is not one of {', '.join((*METHODS, 'radau'))}")
     dt = float(integ.dt)
     if not dt > 0:
         raise ModelError(f"integrator.dt = {dt} must be positive")
@@ -159,16 +219,24 @@ def prepare(cfg):
     if integ.name == "radau":
         C = min(C, len(X))
     times = t0 + np.arange(n_samples) * every * dt
+    tolerance = None
+    if integ.name in METHODS and METHODS[integ.name].b_hat is not None:
+        tolerance = tuple(float(integ.get(k, d)) for k, d in
+                          (("rtol", 1e-2), ("atol_coordinates", 1e-4), ("atol_speeds", 1e-1)))
     return dict(model=model, pset=pset, X=X, exc=exc, t0=t0, t1=t1, dt=dt, every=every,
                 n_samples=n_samples, relin=relin, solver=solver, bidx=bidx, shard=shard, num_shards=nsh,
-                chunk=C, times=times, n_dev=n_dev)
+                chunk=C, times=times, n_dev=n_dev, method=integ.name, tolerance=tolerance)
 
 
 def store_spec(job):
     model, pset, X = job["model"], job["pset"], job["X"]
     topo = model.topology
     n, T, C = len(X), job["n_samples"], job["chunk"]
-    tc = min(T, max(1, 2 ** 22 // max(1, C * 6 * len(job["bidx"]) * 8) or 1))  # ~32 MB chunks
+    # zarr chunks: the compute chunk along variant (a chunk is written whole,
+    # shards never share a file), one bushing each (one bushing across all
+    # variants reads only that bushing's bytes), and as many time samples as
+    # fit ZARR_CHUNK_BYTES = 4 MiB uncompressed (C x tc x 6 float64)
+    tc = min(T, max(1, ZARR_CHUNK_BYTES // (C * 6 * 8)))
     names = [topo.bushing_names[i] for i in job["bidx"]]
     coords = {
         "variant": (np.arange(n, dtype=np.int64), {}),
@@ -177,18 +245,19 @@ def store_spec(job):
         "axis": (np.array(["x", "y", "z"]), {}),
         "bushing": (np.array(names), {}),
         "component": (np.array(["fx", "fy", "fz", "mx", "my", "mz"]), {}),
+        # non-dimension coordinate: the unit of each bushing_force component
+        "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
+                            ("component",)),
     }
     spec = {"__coords__": coords}
     for i, p in enumerate(pset.params):
-        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan,
-                        {"long_name": f"{p.target} ({p.mode}) of {p.name}", "units": "1" if p.mode == "scale" else "SI",
-                         "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale})
+        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
     shapes = {
         "wheel_centre_displacement": (("variant", "time", "side", "axis"), (n, T, 2, 3), (C, tc, 2, 3)),
         "toe": (("variant", "time", "side"), (n, T, 2), (C, tc, 2)),
         "camber": (("variant", "time", "side"), (n, T, 2), (C, tc, 2)),
         "bushing_force": (("variant", "time", "bushing", "component"), (n, T, len(names), 6),
-                          (C, tc, len(names), 6)),
+                          (C, tc, 1, 6)),
     }
     for name, (dims, shape, chunks) in shapes.items():
         units, long_name = UNITS[name]
@@ -198,9 +267,7 @@ def store_spec(job):
                        "flag_meanings": " ".join(cube_store.STATUS_MEANINGS.values())})
     spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
                                       {"long_name": "Newton iterations of the static equilibrium"})
-    n_chunks = -(-n // C)
-    spec["chunk_done"] = (("chunk",), (n_chunks,), "i1", (1,), 0,
-                          {"long_name": "1 = compute chunk written completely"})
+    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
     if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
         for name in (*CHANNELS, "status", "equilibrium_iterations"):
             spec[name][5]["coordinates"] = " ".join(pset.names)
@@ -298,33 +365,232 @@ def run_job(cfg, cfg_yaml, progress=None):
 
     Dispatch on the load case's kind: ``kind: kc`` (quasi-static K&C rig
     analyses, :mod:`sweep.kc`, its own cube schema) or the default
-    ``time_response`` (LSRT2 / Radau, below)."""
+    ``time_response`` (LSRT2 / Radau, below).
+
+    SIGINT / SIGTERM during the job stop it cleanly (:class:`Stop`): one line
+    on stderr saying what is saved and how to resume, exit status 130 / 143;
+    the store stays resumable. The store's lock (:class:`sweep.store.StoreLock`)
+    is held for the whole job."""
     from sweep import kc as kc_jobs
-    if kc_jobs.is_kc(cfg):
-        return kc_jobs.run_kc_job(cfg, cfg_yaml, progress)
-    return run_time_response_job(cfg, cfg_yaml, progress)
+    ensure_console()
+    stop = Stop().install()
+    try:
+        if kc_jobs.is_kc(cfg):
+            summary = kc_jobs.run_kc_job(cfg, cfg_yaml, progress)
+        else:
+            summary = run_time_response_job(cfg, cfg_yaml, progress)
+        stop.checkpoint()
+        return summary
+    finally:
+        stop.restore()
+        _release_locks()
+
+
+class _Stdout(logging.StreamHandler):
+    """A console handler that writes to whatever ``sys.stdout`` is at the time."""
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _has_console(logger):
+    consoles = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+    while logger is not None:
+        for h in logger.handlers:
+            if isinstance(h, _Stdout) or (type(h) is logging.StreamHandler
+                                          and getattr(h, "stream", None) in consoles):
+                return True
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    return False
+
+
+def ensure_console():
+    """The ``sweep`` logger's INFO records (summaries, "compiling ...",
+    verification) reach the console also outside a Hydra app (which
+    configures a console and a job-log handler itself): plain messages on
+    stdout, as the prints they replace (``sweep.entry``'s console handler
+    where it exists)."""
+    try:
+        from sweep.entry import ensure_console_logging
+    except ImportError:
+        ensure_console_logging = None
+    if ensure_console_logging is not None:
+        ensure_console_logging()
+        return
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
+    if not _has_console(log):
+        h = _Stdout()
+        h.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(h)
+
+
+# the job in progress, for the stop message and the locks to release
+_CURRENT = {"path": None, "store": None, "locks": []}
+
+
+def _release_locks():
+    while _CURRENT["locks"]:
+        _CURRENT["locks"].pop().release()
+    _CURRENT.update(path=None, store=None)
+
+
+class Stop:
+    """Clean stops on SIGINT / SIGTERM.
+
+    The handler only records the signal. Compilation and the computation of
+    a chunk run in a worker thread that the main thread waits on; a signal
+    during that wait abandons the chunk in flight (nothing of it is written),
+    a signal while a chunk is being written stops right after the write (its
+    flag set). Either way :meth:`exit` prints one line (what is saved, how to
+    resume), releases the store lock and ends the process with 128 + signal
+    (130 SIGINT, 143 SIGTERM) without unwinding through JAX. Outside the main
+    thread (no signal handlers possible) nothing is installed."""
+
+    current = None
+
+    def __init__(self):
+        self.signum = None
+        self.old = {}
+
+    def install(self):
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self.old[s] = signal.signal(s, self._handler)
+        Stop.current = self
+        return self
+
+    def restore(self):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+        self.old = {}
+        Stop.current = None
+
+    def _handler(self, signum, frame):
+        self.signum = signum
+
+    def checkpoint(self, abandoned=None):
+        if self.signum is not None:
+            self.exit(abandoned)
+
+    def wait(self, fn, *args, doing="the chunk in flight"):
+        """fn(*args) in a worker thread; returns its result, re-raises its
+        exception, or exits (abandoning ``doing``) when a signal arrives meanwhile."""
+        box = {}
+
+        def work():
+            try:
+                box["result"] = fn(*args)
+            except BaseException as err:  # noqa: BLE001 - handed to the main thread
+                box["error"] = err
+        t = threading.Thread(target=work, daemon=True, name="sweep-worker")
+        t.start()
+        while t.is_alive():
+            t.join(0.1)
+            if self.signum is not None:
+                self.exit(abandoned=doing)
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def exit(self, abandoned=None):
+        name = signal.Signals(self.signum).name
+        path, store = _CURRENT["path"], _CURRENT["store"]
+        if store is None:
+            msg = f"interrupted by {name} before any result was written; nothing to resume"
+        else:
+            try:
+                done = store.done()
+                saved = f"{int(done.sum())} of {len(done)} chunk(s) are saved in {path}"
+            except Exception:  # noqa: BLE001
+                saved = f"the finished chunks are saved in {path}"
+            msg = (f"interrupted by {name}: {saved}"
+                   + (f" ({abandoned} was abandoned)" if abandoned else "")
+                   + "; run the same command again to resume")
+        if _CURRENT.get("bar") is not None:
+            try:
+                _CURRENT["bar"].close()
+            except Exception:  # noqa: BLE001
+                pass
+        _release_locks()
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        log.warning(msg)             # the console handler writes warnings to stderr
+        for h in logging.getLogger().handlers + log.handlers:
+            try:
+                h.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(128 + self.signum)
+
+
+def _stop():
+    return Stop.current or Stop()
 
 
 def open_job_store(cfg, job, spec, attrs, identity):
-    """Create or reopen the job's store (``output.overwrite`` replaces a store
-    of another job) and list this shard's unfinished chunks.
+    """Lock, create or reopen the job's store (``output.overwrite`` replaces a
+    store of another job) and list this shard's chunks to run: the unfinished
+    ones and, unless ``sweep.verify=false``, the finished ones whose data no
+    longer match their checksums (reported, then recomputed).
 
     Returns (path, store, created, todo chunk indices)."""
     path = str(cfg.output.path)
     if not path.rstrip("/").endswith(".zarr"):
         raise ModelError(f"output.path = {path!r} must end in .zarr")
-    if os.path.exists(path) and cfg.output.get("overwrite", False):
-        try:
-            same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
-        except Exception:  # noqa: BLE001 - unreadable store: replace it
-            same = False
-        if not same:
-            cube_store.remove(path)
-    store, created = cube_store.create_store(path, spec, attrs, identity)
+    try:
+        lock = cube_store.StoreLock(path, job["shard"], job["num_shards"]).acquire()
+    except OSError as err:
+        raise cube_store.StoreError(f"output.path = {path!r} cannot be used: {_oserror(err)}") from None
+    _CURRENT["locks"].append(lock)
+    _CURRENT["path"] = path
+    try:
+        cube_store.clean_stale_init(path)
+        if os.path.exists(path) and cfg.output.get("overwrite", False):
+            try:
+                same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
+            except Exception:  # noqa: BLE001 - unreadable store: replace it
+                same = False
+            if not same:
+                cube_store.remove(path)
+        store, created = cube_store.create_store(path, spec, attrs, identity, chunk=job["chunk"])
+    except OSError as err:
+        raise cube_store.StoreError(f"output.path = {path!r} cannot be created: {_oserror(err)}") from None
+    _CURRENT["store"] = store
     n_chunks = -(-len(job["X"]) // job["chunk"])
     done = store.done()
-    todo = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"] and not done[k]]
+    mine = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"]]
+    if not created and bool(cfg.sweep.get("verify", True)):
+        damaged = []
+        for k in (k for k in mine if done[k]):
+            problems = store.check_chunk(k)
+            if problems:
+                a, b = store.region(k)
+                log.warning("%s: chunk %d (variants %d-%d) is damaged (%s); recomputing it",
+                            path, k, a, b - 1, "; ".join(problems))
+                store.mark_undone(k)
+                done[k] = False
+                damaged.append(k)
+        n_ok = sum(1 for k in mine if done[k])
+        if n_ok or damaged:
+            log.info("%s: %d finished chunk(s) verified against their checksums%s", path, n_ok,
+                     f", {len(damaged)} damaged chunk(s) to recompute" if damaged else "")
+    todo = [k for k in mine if not done[k]]
     return path, store, created, todo
+
+
+def _oserror(err):
+    return (f"{err.strerror} ({err.filename})" if err.strerror and err.filename
+            else err.strerror or str(err)).splitlines()[0]
 
 
 def run_time_response_job(cfg, cfg_yaml, progress=None):
@@ -343,28 +609,48 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
     if not todo:
         return summary
     pset = job["pset"]
-    if cfg.integrator.name == "lsrt2":
+    if cfg.integrator.name in METHODS:
         runner = make_chunk_runner(job["model"], pset, job["exc"], job["t0"], job["dt"],
                                    job["n_samples"], job["every"], job["relin"], job["bidx"],
-                                   job["solver"], job["n_dev"])
-        run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.zeros((C, len(pset))), job["n_dev"])
+                                   job["solver"], job["n_dev"], job["method"], job["tolerance"])
+        what = (f"{job['method']} chunk runner: {job['model'].topology.name} "
+                f"({job['model'].topology.n_dof} DOF), "
+                f"static equilibrium + {job['n_samples']} samples of {cfg.loadcase.name}, "
+                f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
+        run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.zeros((C, len(pset))),
+                                                               job["n_dev"], what)
     else:
         def run_chunk(thetas, m):
             return _radau_chunk(job, thetas[:m])
     return stream_chunks(job, store, todo, run_chunk, CHANNELS, progress, summary)
 
 
-def compile_chunk_runner(runner, thetas, n_dev):
+def compile_chunk_runner(runner, thetas, n_dev, what="the chunk runner"):
     """Compile a chunk runner (from :func:`map_variants`) once for the padded
-    chunk shape of ``thetas``. Returns (``run_chunk(thetas, m)`` for
-    :func:`stream_chunks`, compile seconds)."""
+    chunk shape of ``thetas`` (logging "compiling <what> ..." first; a
+    SIGINT / SIGTERM meanwhile stops the job). Returns (``run_chunk(thetas,
+    m)`` for :func:`stream_chunks`, compile seconds)."""
+    log.info("compiling %s (once per job) ...", what)
     tic = time.perf_counter()
-    compiled = runner.lower(_place(thetas, n_dev)).compile()
+    compiled = _stop().wait(lambda: runner.lower(_place(thetas, n_dev)).compile(), doing="the compilation")
     compile_s = time.perf_counter() - tic
+    log.info("compiled in %.1f s", compile_s)
 
     def run_chunk(thetas, m):
         return jax.device_get(compiled(_place(thetas, n_dev)))
     return run_chunk, compile_s
+
+
+def _test_kill_hook(written):
+    """Test hook: ``AXLE_TEST_KILL_AFTER_CHUNKS=N`` makes the process send
+    itself ``AXLE_TEST_KILL_SIGNAL`` (KILL default, TERM, INT) once it has
+    written N chunks - deterministic fault tests without clocks."""
+    n = os.environ.get("AXLE_TEST_KILL_AFTER_CHUNKS")
+    if n and written == int(n):
+        sig = getattr(signal, "SIG" + os.environ.get("AXLE_TEST_KILL_SIGNAL", "KILL").upper())
+        os.kill(os.getpid(), sig)
+        if sig == signal.SIGKILL:  # pragma: no cover - not reached
+            time.sleep(60)
 
 
 def stream_chunks(job, store, todo, run_chunk, names, progress, summary):
@@ -373,31 +659,56 @@ def stream_chunks(job, store, todo, run_chunk, names, progress, summary):
 
     ``run_chunk(thetas, m)`` runs one padded chunk (rows past ``m`` are the
     nominal axle) and returns (outputs dict, status, equilibrium iterations).
-    A tqdm bar shows variants done, variants/s and ETA. Updates and returns
-    ``summary`` (variants_run, run_s)."""
+    A tqdm bar shows variants done, variants/s and ETA. A write error (disk
+    full, ...) ends the job with one line (:class:`sweep.store.StoreError`);
+    the chunk being written is not flagged, the store stays consistent.
+    Updates and returns ``summary`` (variants_run, run_s)."""
     X, C, pset = job["X"], job["chunk"], job["pset"]
     n = len(X)
+    stop = _stop()
     bar = None
     if progress is not False:
         from tqdm import tqdm
         bar = tqdm(total=sum(min(C, n - k * C) for k in todo), unit="variant", desc="variants",
                    disable=progress is None and not os.isatty(2) and os.environ.get("CI") is not None,
                    dynamic_ncols=True)
+    _CURRENT["bar"] = bar
     tic = time.perf_counter()
-    for k in todo:
-        a, b = k * C, min(n, (k + 1) * C)
-        thetas = np.tile(pset.nominal, (C, 1))          # padding rows run the nominal axle
-        thetas[: b - a] = X[a:b]
-        outs, status, its = run_chunk(thetas, b - a)
-        data = {name: np.asarray(outs[name])[: b - a] for name in names}
-        data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
-        data["status"] = np.asarray(status)[: b - a]
-        data["equilibrium_iterations"] = np.asarray(its)[: b - a]
-        store.write_chunk(k, a, data)
-        summary["variants_run"] += b - a
+    try:
+        for written, k in enumerate(todo, 1):
+            a, b = k * C, min(n, (k + 1) * C)
+            thetas = np.tile(pset.nominal, (C, 1))          # padding rows run the nominal axle
+            thetas[: b - a] = X[a:b]
+            outs, status, its = stop.wait(run_chunk, thetas, b - a)
+            data = {name: np.asarray(outs[name])[: b - a] for name in names}
+            data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
+            data["status"] = np.asarray(status)[: b - a]
+            data["equilibrium_iterations"] = np.asarray(its)[: b - a]
+            try:
+                store.write_chunk(k, a, data)
+            except OSError as err:
+                saved = int(store.done().sum()) if _readable(store) else "the finished"
+                raise cube_store.StoreError(
+                    f"writing chunk {k} (variants {a}-{b - 1}) to {store.path} failed: {_oserror(err)}; "
+                    f"{saved} of {-(-n // C)} chunk(s) are saved and the store is consistent "
+                    "(this chunk is not flagged); fix the cause and run the same command again "
+                    "to resume") from None
+            summary["variants_run"] += b - a
+            if bar is not None:
+                bar.update(b - a)
+            _test_kill_hook(written)
+            stop.checkpoint()
+    finally:
+        _CURRENT["bar"] = None
         if bar is not None:
-            bar.update(b - a)
+            bar.close()
     summary["run_s"] = time.perf_counter() - tic
-    if bar is not None:
-        bar.close()
     return summary
+
+
+def _readable(store):
+    try:
+        store.done()
+        return True
+    except Exception:  # noqa: BLE001
+        return False

@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import lsrt2, metrics, statics
+from kernels import integrate, metrics, statics
+from kernels.methods import METHODS
 from kernels.model import Model, ModelError, build_model
 from kernels.system import model_system
 from sweep.model_builder import build_tables
@@ -50,26 +51,32 @@ def make_channels(bushing_idx=None):
 channels = make_channels()
 
 
-@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver"))
-def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block"):
-    """LSRT2 from rest at the equilibrium r_eq; channels at every output sample."""
+@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver", "method"))
+def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block", method="lsrt2"):
+    """LSRT2 (or another method of :data:`kernels.methods.METHODS`) from rest at
+    the equilibrium r_eq; channels at every output sample."""
     system = model_system(model, exc, solver)
     n = r_eq.size
     out = lambda r, v, t: channels(model, r, v, r_eq)  # noqa: E731
-    traj = lsrt2.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), t0, h,
-                          n_samples, every, relinearise_every, out)
+    traj = integrate.simulate(METHODS[method], system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), t0, h,
+                              n_samples, every, relinearise_every, out)
     return traj.outputs
 
 
 equilibrium = jax.jit(statics.static_equilibrium)
 
 
-def sample_grid(t_start, t_end, dt, every):
-    n_steps = int(round((t_end - t_start) / dt))
-    if not math.isclose(n_steps * dt, t_end - t_start, rel_tol=0, abs_tol=1e-9):
-        raise ModelError(f"integrator.dt = {dt} does not divide the load case duration "
-                         f"{t_end - t_start} s")
+def sample_grid(t_start, t_end, dt, every, every_key="output.every"):
+    """Number of output samples of a run from t_start to t_end at step dt,
+    writing every ``every``-th step; :class:`ConfigError` naming ``every_key``
+    (``sweep.every`` when the sweep sets it) or ``integrator.dt`` otherwise."""
+    from sweep.schema import ConfigError, duration, fmt
+    span = t_end - t_start
+    n_steps = int(round(span / dt))
+    if n_steps < 1 or not math.isclose(n_steps * dt, span, rel_tol=0, abs_tol=1e-9):
+        raise ConfigError(f"integrator.dt = {fmt(dt)}: does not divide the load case duration "
+                          f"{duration(span)} s ({duration(t_start)} to {duration(t_end)} s)")
     if every < 1 or n_steps % every:
-        raise ModelError(f"output.every = {every} must be >= 1 and divide the "
-                         f"{n_steps} steps of the run")
+        raise ConfigError(f"{every_key} = {every}: must be >= 1 and divide the "
+                          f"{n_steps} steps of the run")
     return n_steps // every + 1

@@ -7,7 +7,9 @@ derivatives), and the nonlinear curve of the load case's analysis (wheel
 travel, or a force / torque in steps). Variants run in vmapped chunks
 through the same resumable store machinery as time-response jobs
 (:mod:`sweep.store`): created atomically before any compute, each finished
-chunk flagged, reruns skip finished chunks, shards share a store.
+chunk checksummed and flagged, reruns verify and skip finished chunks
+(damaged ones are recomputed), shards share a store, a lock file keeps a
+second process off it, SIGINT / SIGTERM stop cleanly.
 
 Entry points: ``python -m sweep loadcase=kc_wheel_travel ...`` (dispatch in
 :func:`sweep.engine.run_job`) and ``python -m sweep.kc loadcase=...`` (this
@@ -26,6 +28,7 @@ metric (variant, side) in engineering units (:data:`kernels.kc.METRICS`);
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -38,14 +41,18 @@ from kernels import kc
 from kernels.model import ModelError
 from sweep.cube import provenance
 from sweep.design import make_design
-from sweep.engine import chunking, compile_chunk_runner, map_variants, open_job_store, stream_chunks
+from sweep import engine
+from sweep.engine import (chunking, compile_chunk_runner, map_variants, open_job_store, parameter_attrs,
+                          stream_chunks)
 from sweep.job import model_from_config
 from sweep.params import build_parameters
+
+log = logging.getLogger("sweep")
 
 STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "load_step_failed"}
 KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "steps", "loaded_radius",
               "brake_lock_stiffness", "tolerance", "max_iterations", "description"}
-VOLATILE = ("shard", "num_shards", "progress", "start", "every")
+VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
 CONVENTIONS = (
     "vehicle frame x forward, y left, z up; toe (+ = toe-in) and camber (+ = top out) per DIN 70000; "
     "design position = wheel centres at design height (vertical forces found), gravity only; "
@@ -160,20 +167,19 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
 
 
 def job_identity(cfg):
-    """The resolved config text that defines a K&C job's results."""
-    c = OmegaConf.to_container(cfg, resolve=True)
-    for k in VOLATILE:
-        c.get("sweep", {}).pop(k, None)
-    c.get("output", {}).pop("overwrite", None)
-    c.pop("integrator", None)                      # no time integration in a K&C job
-    return OmegaConf.to_yaml(OmegaConf.create(c))
+    """The resolved config text that defines a K&C job's results (as
+    :func:`sweep.engine.job_identity`, also without the integrator: no time
+    integration in a K&C job)."""
+    c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    c.pop("integrator", None)
+    return engine.job_identity(c, VOLATILE)
 
 
 CURVES = {
     "wheel_centre_displacement": (("side", "axis"), "m", "wheel-centre displacement from the design position"),
     "toe": (("side",), "rad", "toe angle (DIN 70000, + = toe-in)"),
     "camber": (("side",), "rad", "camber angle (DIN 70000, + = top out)"),
-    "wheel_load": (("side", "component"), "N (fx, fy, fz), N m (mx, my, mz)",
+    "wheel_load": (("side", "component"), "N (fx, fy, fz); N m (mx, my, mz): see component_units",
                    "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)"),
 }
 
@@ -189,15 +195,14 @@ def store_spec(job):
         "side": (np.array(list(kc.SIDES)), {}),
         "axis": (np.array(["x", "y", "z"]), {}),
         "component": (np.array(list(kc.LOADS)), {}),
+        "component_units": (np.array(engine.COMPONENT_UNITS), {"long_name": "unit of each component"},
+                            ("component",)),
         "dof": (np.array(list(kc.DOFS)), {"long_name": "wheel-centre translation x, y, z [m] and "
                                                       "small rotation rx, ry, rz [rad], vehicle frame"}),
     }
     spec = {"__coords__": coords}
     for p in pset.params:
-        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan,
-                        {"long_name": f"{p.target} ({p.mode}) of {p.name}",
-                         "units": "1" if p.mode == "scale" else "SI",
-                         "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale})
+        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
     for name, (dims, units, long_name) in CURVES.items():
         shape = tuple(sizes[d] for d in dims)
         spec[name] = (("variant", dim) + dims, (n, S) + shape, "f8", (C, S) + shape, np.nan,
@@ -217,8 +222,7 @@ def store_spec(job):
                        "flag_meanings": " ".join(STATUS.values())})
     spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
                                       {"long_name": "Newton iterations of the design position"})
-    spec["chunk_done"] = (("chunk",), (-(-n // C),), "i1", (1,), 0,
-                          {"long_name": "1 = compute chunk written completely"})
+    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
     if pset.params:
         for name in spec:
             if name not in ("__coords__", "chunk_done", *pset.names):
@@ -255,37 +259,43 @@ def run_kc_job(cfg, cfg_yaml, progress=None):
     if not todo:
         return summary
     runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
-    run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), job["n_dev"])
+    what = (f"K&C chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
+            f"design position + {job['lc']['analysis']} ({len(job['lc']['amplitudes'])} steps), "
+            f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
+    run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)),
+                                                           job["n_dev"], what)
     names = [*CURVES, "converged", *kc.METRICS, "compliance_matrix"]
     return stream_chunks(job, store, todo, run_chunk, names, progress, summary)
 
 
 def report(ds, cfg, s):
-    """Print the K&C job summary: status counts and the metrics of the first good variant."""
+    """Log the K&C job summary (logger ``sweep``; console and Hydra job log):
+    status counts and the metrics of the first good variant."""
+    engine.ensure_console()
     a = ds.attrs
     mode = f" ({a['travel_mode']})" if a.get("travel_mode") else ""
-    print(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
-          f"{a['n_dof']} DOF; K&C load case {cfg.loadcase.name}: {a['analysis']}{mode}, "
-          f"{s.get('steps')} steps; design "
-          f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+             f"{a['n_dof']} DOF; K&C load case {cfg.loadcase.name}: {a['analysis']}{mode}, "
+             f"{s.get('steps')} steps; design "
+             f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
     if s["variants_run"]:
         rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
-        print(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
-              f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']} "
-              f"on {s['devices']} device(s)")
+        log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
+                 f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']} "
+                 f"on {s['devices']} device(s)")
     else:
-        print(f"{s['path']}: nothing to run for this shard, every chunk is complete")
+        log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
     status = ds.status.values
-    print("status: " + ", ".join(f"{v} {int(np.sum(status == k))}" for k, v in STATUS.items()
-                                 if np.sum(status == k) or k == 0))
+    log.info("status: " + ", ".join(f"{v} {int(np.sum(status == k))}" for k, v in STATUS.items()
+                                    if np.sum(status == k) or k == 0))
     ok = np.nonzero((status == 0) | (status == 3))[0]
     if len(ok):
         v = int(ok[0])
-        print(f"K&C metrics of variant {v} (left / right):")
+        log.info(f"K&C metrics of variant {v} (left / right):")
         for name, (units, _) in kc.METRICS.items():
             lr = ds[name].values[v]
-            print(f"  {name:34s} {lr[0]:11.4g} / {lr[1]:11.4g}  {units}")
-    print(f"result cube: {os.path.abspath(s['path'])}")
+            log.info(f"  {name:34s} {lr[0]:11.4g} / {lr[1]:11.4g}  {units}")
+    log.info(f"result cube: {os.path.abspath(s['path'])}")
 
 
 def main(cfg: DictConfig, progress=None) -> int:
@@ -296,8 +306,8 @@ def main(cfg: DictConfig, progress=None) -> int:
         if not is_kc(cfg):
             raise ModelError(f"loadcase.kind = {cfg.loadcase.get('kind', 'time_response')!r}: "
                              "python -m sweep.kc runs K&C load cases (loadcase=kc_*)")
-        summary = run_kc_job(cfg, config_yaml, progress=progress if progress is not None
-                             else bool(cfg.sweep.get("progress", True)))
+        summary = engine.run_job(cfg, config_yaml, progress=progress if progress is not None
+                                 else bool(cfg.sweep.get("progress", True)))
     except ModelError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -306,14 +316,5 @@ def main(cfg: DictConfig, progress=None) -> int:
 
 
 if __name__ == "__main__":
-    import hydra
-
-    import kernels  # noqa: F401  (float64)
-
-    @hydra.main(version_base="1.3", config_path="../configs", config_name="config")
-    def _entry(cfg: DictConfig) -> None:
-        code = main(cfg)
-        if code:
-            sys.exit(code)
-
-    _entry()
+    from sweep.entry import hydra_app
+    hydra_app(main, "config")()

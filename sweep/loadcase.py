@@ -2,41 +2,53 @@
 import numpy as np
 
 from kernels import loads
-from kernels.model import ModelError
+from sweep.params import check_keys
+from sweep.schema import ConfigError, Float
 
 CHANNELS = ("fx", "fy", "fz", "mx", "my", "mz")
 SIDES = ("left", "right")
+CHANGE_KEYS = {"time", "duration", *SIDES}
 
 
 def _loads(spec, what):
     u = np.zeros((2, 6))
+    if spec is not None and not isinstance(spec, dict):
+        raise ConfigError(f"{what} = {spec!r}: must be a mapping {{left: {{fx: ...}}, right: {{...}}}}")
     for key in spec or {}:
         if key not in SIDES:
-            raise ModelError(f"{what}.{key}: unknown side (expected left or right)")
+            raise ConfigError(f"{what}.{key}: unknown side (expected left or right)")
     for i, side in enumerate(SIDES):
-        for ch, val in ((spec or {}).get(side) or {}).items():
+        side_spec = (spec or {}).get(side) or {}
+        if not isinstance(side_spec, dict):
+            raise ConfigError(f"{what}.{side} = {side_spec!r}: must be a mapping of load channels")
+        for ch, val in side_spec.items():
             if ch not in CHANNELS:
-                raise ModelError(f"{what}.{side}.{ch}: unknown load channel "
-                                 f"(expected one of {CHANNELS})")
-            if not np.isfinite(float(val)):
-                raise ModelError(f"{what}.{side}.{ch} = {val!r} is not finite")
-            u[i, CHANNELS.index(ch)] = float(val)
+                raise ConfigError(f"{what}.{side}.{ch}: unknown load channel "
+                                  f"(expected one of {CHANNELS})")
+            u[i, CHANNELS.index(ch)] = Float(unit="N, N m").check(val, f"{what}.{side}.{ch}")
     return u
 
 
 def build_excitation(cfg):
     """Return (excitation, t_start, t_end) of a load-case config."""
     what = "loadcase"
-    t0, t1 = float(cfg["t_start"]), float(cfg["t_end"])
+    t0 = Float(unit="s").check(cfg.get("t_start", 0.0), f"{what}.t_start")
+    t1 = Float(unit="s").check(cfg.get("t_end"), f"{what}.t_end")
     if not t1 > t0:
-        raise ModelError(f"{what}.t_end = {t1} must be greater than t_start = {t0}")
+        raise ConfigError(f"{what}.t_end = {t1} must be greater than t_start = {t0}")
     base = _loads(cfg.get("wheel_loads"), f"{what}.wheel_loads")
     changes = []
     for i, ch in enumerate(cfg.get("changes") or []):
         w = f"{what}.changes[{i}]"
-        dur = float(ch.get("duration", 0.0))
+        if not isinstance(ch, dict):
+            raise ConfigError(f"{w} = {ch!r}: must be a mapping {{time, duration, left, right}}")
+        check_keys(w, ch, CHANGE_KEYS)
+        if ch.get("time") is None:
+            raise ConfigError(f"{w}.time is missing: a load change needs the time [s] it starts at")
+        t = Float(unit="s").check(ch["time"], f"{w}.time")
+        dur = Float(unit="s").check(ch.get("duration", 0.0), f"{w}.duration")
         if dur < 0:
-            raise ModelError(f"{w}.duration = {dur} must be >= 0")
+            raise ConfigError(f"{w}.duration = {dur} must be >= 0")
         amp = _loads({k: v for k, v in ch.items() if k in SIDES}, w)
-        changes.append((float(ch["time"]), dur, amp))
+        changes.append((t, dur, amp))
     return loads.excitation(base, changes), t0, t1

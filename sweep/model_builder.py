@@ -13,6 +13,16 @@ Point specs: a hardpoint name, ``[x, y, z]``, or
 on the line from A towards B). Axis specs: ``[x, y, z]`` or
 ``{along: [A, B]}``.
 
+Static alignment (the way Adams/Car's "static alignment" adjusts an axle):
+a bushing may carry ``adjust: {body: NAME, direction: AXIS, distance: d}``,
+which moves the bushing's marker on that body by ``d`` [m] along the axis
+spec before anything is solved - e.g. the tie-rod length (tie-rod-side
+marker of the outer tie-rod joint along P -> Q: + = longer tie rod) or a
+camber shim (carrier-side marker of the upper ball joint, laterally). The
+markers then do not coincide at the design pose and the equilibrium takes
+up the adjustment. ``python -m sweep.align`` finds the distances that give
+the stated design toe / camber.
+
 Inertia specs: a 3x3 matrix, a diagonal ``[Ixx, Iyy, Izz]`` (body frame), or
 ``rods: [[A, B], ...]`` with ``radius`` (slender solid rods, mass split in
 proportion to length; centre of mass and inertia computed from them).
@@ -128,7 +138,7 @@ def build_tables(cfg) -> dict:
     """Model config -> validated-ready plain tables (see :mod:`kernels.model`)."""
     cfg = _plain(cfg)
     known = {"name", "description", "gravity", "hardpoints", "bushing_types", "per_side",
-             "shared", "wheels", "reference_bushing", "notes"}
+             "shared", "wheels", "reference_bushing", "notes", "alignment"}
     for key in cfg:
         if key not in known:
             raise ModelError(f"model.{key}: unknown model config key "
@@ -194,9 +204,33 @@ def build_tables(cfg) -> dict:
         R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
                             side.S @ np.asarray(spec.get("x_hint", [1, 0, 0]), float))
         ch = _characteristics(spec, types, what)
+        at1, at2 = at, at
+        adj = spec.get("adjust")
+        if adj is not None:
+            if not isinstance(adj, dict) or set(adj) - {"body", "direction", "distance"}:
+                raise ModelError(f"{what}.adjust = {adj!r} must be a mapping with keys "
+                                 "body, direction, distance")
+            try:
+                dist = float(adj.get("distance"))
+            except (TypeError, ValueError):
+                raise ModelError(f"{what}.adjust.distance = {adj.get('distance')!r} "
+                                 "is not a number [m]") from None
+            if not math.isfinite(dist):
+                raise ModelError(f"{what}.adjust.distance = {dist!r} is not finite")
+            shift = dist * side.axis(adj.get("direction"), f"{what}.adjust.direction")
+            if not isinstance(adj.get("body"), str):
+                raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} must name a body")
+            ab = body_ref(adj.get("body"), suffix, f"{what}.adjust.body")
+            if ab == b1:
+                at1 = at + shift
+            elif ab == b2:
+                at2 = at + shift
+            else:
+                raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} is not one of "
+                                 f"the bushing's bodies {b}")
         row = {"index": len(bushings) + 1, "name": name,
-               "marker_1": add_marker(name + "/1", b1, at, R),
-               "marker_2": add_marker(name + "/2", b2, at, R),
+               "marker_1": add_marker(name + "/1", b1, at1, R),
+               "marker_2": add_marker(name + "/2", b2, at2, R),
                "stiffness": list(map(float, ch["stiffness"])),
                "damping": list(map(float, ch["damping"])),
                "preload": list(map(float, ch.get("preload", [0] * 6))),
@@ -220,7 +254,8 @@ def build_tables(cfg) -> dict:
         row = {"index": len(p2p) + 1, "name": name,
                "marker_1": add_marker(name + "/1", b1, p1, np.eye(3)),
                "marker_2": add_marker(name + "/2", b2, p2, np.eye(3))}
-        for key in ("kind", "stiffness", "preload", "damping", "clearance", "length", "curve"):
+        for key in ("kind", "stiffness", "preload", "damping", "clearance", "length", "curve",
+                    "seat_offset"):
             if key in spec:
                 row[key] = spec[key]
         p2p.append(row)

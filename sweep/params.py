@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.model import DIRECTIONS, ModelError
+from kernels.model import DIRECTIONS
+from sweep.schema import Bounds, ConfigError, Float, fmt
 
 DIRECTION_GROUPS = {
     "radial": ("x", "y"), "axial": ("z",), "torsional": ("rz",), "cardanic": ("rx", "ry"),
@@ -99,12 +100,13 @@ class ParameterSet:
             if self.params else np.zeros((Z.shape[0], 0))
 
     def check_values(self, X, what):
+        """Every value finite and within its parameter's bounds (NaN is neither)."""
         for i, p in enumerate(self.params):
-            bad = (X[:, i] < p.lower - 1e-12 * abs(p.lower)) | (X[:, i] > p.upper + 1e-12 * abs(p.upper))
-            if np.any(bad):
-                j = int(np.nonzero(bad)[0][0])
-                raise ModelError(f"{what}: row {j} {p.name} = {X[j, i]} is outside bounds "
-                                 f"[{p.lower}, {p.upper}]")
+            ok = (X[:, i] >= p.lower - 1e-12 * abs(p.lower)) & (X[:, i] <= p.upper + 1e-12 * abs(p.upper))
+            if not np.all(ok):
+                j = int(np.nonzero(~ok)[0][0])
+                raise ConfigError(f"{what}: row {j} {p.name} = {fmt(float(X[j, i]))} is outside bounds "
+                                  f"[{fmt(p.lower)}, {fmt(p.upper)}]")
 
     def apply(self, model, theta):
         """Model with the parameter vector theta (n_params,) applied (pure, vmappable)."""
@@ -126,7 +128,7 @@ def check_keys(what, mapping, known):
     """One-line error naming the first key of ``mapping`` not in ``known``."""
     for key in mapping:
         if key not in known:
-            raise ModelError(f"{what}.{key}: unknown key (known: {', '.join(sorted(known))})")
+            raise ConfigError(f"{what}.{key}: unknown key (known: {', '.join(sorted(known))})")
 
 
 def build_parameters(spec, model) -> ParameterSet:
@@ -136,11 +138,11 @@ def build_parameters(spec, model) -> ParameterSet:
     for name, p in (spec or {}).items():
         what = f"sweep.parameters.{name}"
         if not isinstance(p, dict):
-            raise ModelError(f"{what} must be a mapping")
+            raise ConfigError(f"{what} must be a mapping")
         check_keys(what, p, KNOWN_KEYS)
         target = p.get("target")
         if target not in TARGETS:
-            raise ModelError(f"{what}.target = {target!r} is not one of {', '.join(TARGETS)}")
+            raise ConfigError(f"{what}.target = {target!r} is not one of {', '.join(TARGETS)}")
         field, kind, column = TARGETS[target]
         pats = _patterns(p.get("elements", "*"))
         if kind == "bushing":
@@ -151,11 +153,11 @@ def build_parameters(spec, model) -> ParameterSet:
             rows = [i for i, n in enumerate(names)
                     if topo.p2p_kinds[i] == kind and any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
         if not rows:
-            raise ModelError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
+            raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
                              f"{kind} of model {topo.name!r}")
         mode = p.get("mode", "scale")
         if mode not in ("scale", "value"):
-            raise ModelError(f"{what}.mode = {mode!r} must be scale or value")
+            raise ConfigError(f"{what}.mode = {mode!r} must be scale or value")
         if kind == "bushing":
             dirs = p.get("directions", "all")
             dlist = []
@@ -165,7 +167,7 @@ def build_parameters(spec, model) -> ParameterSet:
                 elif d in DIRECTIONS:
                     dlist.append(d)
                 else:
-                    raise ModelError(f"{what}.directions: unknown direction {d!r} (use "
+                    raise ConfigError(f"{what}.directions: unknown direction {d!r} (use "
                                      f"{', '.join(DIRECTIONS)} or {', '.join(DIRECTION_GROUPS)})")
             cols = sorted({DIRECTIONS.index(d) for d in dlist})
             rr, cc = np.meshgrid(rows, cols, indexing="ij")
@@ -176,27 +178,27 @@ def build_parameters(spec, model) -> ParameterSet:
                 has_curve = np.any(np.asarray(curve["coef"])[index] != 0, axis=(-1, -2))
                 if np.any(has_curve):
                     j = int(np.nonzero(has_curve)[0][0])
-                    raise ModelError(f"{what}: mode=value sets a linear coefficient, but "
+                    raise ConfigError(f"{what}: mode=value sets a linear coefficient, but "
                                      f"{names[index[0][j]]} direction {DIRECTIONS[index[1][j]]} "
                                      "has a curve (use mode=scale)")
         else:
             if mode == "value":
-                raise ModelError(f"{what}.mode = value is only for bushing targets")
+                raise ConfigError(f"{what}.mode = value is only for bushing targets")
             index = (np.array(rows),) if column is None else (np.array(rows), np.full(len(rows), column))
-        nominal = float(p.get("nominal", 1.0))
+        nominal = Float().check(p.get("nominal", 1.0), f"{what}.nominal")
         bounds = p.get("bounds")
-        if bounds is None or len(bounds) != 2:
-            raise ModelError(f"{what}.bounds must be [lower, upper]")
-        lo, hi = float(bounds[0]), float(bounds[1])
+        if bounds is None:
+            raise ConfigError(f"{what}.bounds is missing: give [lower, upper]")
+        lo, hi = Bounds().check(bounds, f"{what}.bounds")
         if not lo < hi:
-            raise ModelError(f"{what}.bounds = [{lo}, {hi}] are reversed or empty (lower must be < upper)")
+            raise ConfigError(f"{what}.bounds = [{lo}, {hi}] are reversed or empty (lower must be < upper)")
         scale = p.get("scale", "linear")
         if scale not in ("linear", "log"):
-            raise ModelError(f"{what}.scale = {scale!r} must be linear or log")
+            raise ConfigError(f"{what}.scale = {scale!r} must be linear or log")
         if scale == "log" and lo <= 0:
-            raise ModelError(f"{what}.bounds = [{lo}, {hi}]: a log scale needs positive bounds")
+            raise ConfigError(f"{what}.bounds = [{lo}, {hi}]: a log scale needs positive bounds")
         if not lo <= nominal <= hi:
-            raise ModelError(f"{what}.nominal = {nominal} is outside bounds [{lo}, {hi}]")
+            raise ConfigError(f"{what}.nominal = {nominal} is outside bounds [{lo}, {hi}]")
         out.append(Parameter(name, target, field, tuple(np.asarray(i) for i in index), mode,
                              nominal, lo, hi, scale))
     return ParameterSet(out)

@@ -44,10 +44,10 @@ Responses (``objectives.<name>.metric``):
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
-import sys
 import time
 
 import jax
@@ -61,6 +61,9 @@ from kernels import kc, loads, metrics, statics
 from kernels.model import ModelError
 from sweep.job import model_from_config
 from sweep.params import build_parameters, check_keys
+from sweep.schema import ConfigError, Float
+
+logger = logging.getLogger(__name__)
 
 TIME_METRICS = {"peak_bushing_force": "kN", "settling_displacement": "mm"}
 OBJECTIVE_KEYS = {"metric", "side", "target", "weight", "scale"}
@@ -103,14 +106,12 @@ def parse_objectives(spec) -> list:
         if side not in SIDE_CHOICES:
             raise ModelError(f"{what}.side = {side!r} is not one of {', '.join(SIDE_CHOICES)}")
         if o.get("target") is None:
-            raise ModelError(f"{what}.target is missing")
-        target = float(o["target"])
-        weight = float(o.get("weight", 1.0))
-        if not (np.isfinite(weight) and weight >= 0):
-            raise ModelError(f"{what}.weight = {o.get('weight')} must be >= 0")
+            raise ConfigError(f"{what}.target is missing")
+        target = Float().check(o["target"], f"{what}.target")
+        weight = Float(ge=0).check(o.get("weight", 1.0), f"{what}.weight")
         scale = o.get("scale")
         from_target = scale is None
-        scale = abs(target) if scale is None else float(scale)
+        scale = abs(target) if scale is None else Float().check(scale, f"{what}.scale")
         if not (np.isfinite(scale) and scale > 0):
             raise ModelError(f"{what}.scale = {o.get('scale')}: needs a positive normalisation "
                              "(give scale when the target is 0)")
@@ -640,26 +641,19 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
 
 
 def main(cfg: DictConfig, progress=True) -> int:
+    """Run a tuning config; 0, or 2 after a one-line error (nothing built or written)."""
+    from sweep.entry import ensure_console_logging
+    from sweep.schema import ConfigError, check_tune_config
+    ensure_console_logging()
     try:
-        run(cfg, progress=progress)
-    except ModelError as err:
-        print(f"error: {err}", file=sys.stderr)
+        check_tune_config(cfg)
+        run(cfg, progress=progress, log=logger.info)
+    except (ConfigError, ModelError) as err:
+        logger.error("error: " + " ".join(str(err).split()))
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    import logging
-
-    import hydra
-
-    import kernels  # noqa: F401  (float64)
-    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-
-    @hydra.main(version_base="1.3", config_path="../configs", config_name="tune")
-    def _entry(cfg: DictConfig) -> None:
-        code = main(cfg, progress=bool(cfg.get("progress", True)))
-        if code:
-            sys.exit(code)
-
-    _entry()
+    from sweep.entry import tune_cli
+    tune_cli()

@@ -3,10 +3,15 @@ their equilibria are built and compiled once per test session (compiled
 functions such as ``sweep.job.lsrt2_run`` are cached by their static
 arguments, so tests that call them alike share one compilation)."""
 import os
+import tempfile
 
 import numpy as np
 import pytest
 import yaml
+
+# `python -m sweep` subprocesses of the tests share one persistent compilation
+# cache of their own (not the user's ~/.cache/axle-sweep/jax)
+os.environ.setdefault("AXLE_JAX_CACHE_DIR", os.path.join(tempfile.gettempdir(), "axle-sweep-tests-jax-cache"))
 
 import kernels  # noqa: F401  (float64)
 import jax.numpy as jnp

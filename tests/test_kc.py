@@ -321,8 +321,9 @@ def test_double_wishbone_metrics_match_finite_difference_loading(dw_kc):
 def test_brake_lock_finds_the_wheel_bearings(dw_model):
     rows, cols = kc.brake_lock_index(dw_model)
     names = [dw_model.topology.bushing_names[i] for i in rows]
-    assert sorted(names) == ["wheel_bearing_left", "wheel_bearing_right"]
-    assert list(cols) == [5, 5]       # rz: the bearing axis is the spin axis
+    assert sorted(names) == ["wheel_bearing_inner_left", "wheel_bearing_inner_right",
+                             "wheel_bearing_outer_left", "wheel_bearing_outer_right"]
+    assert list(cols) == [5, 5, 5, 5]       # rz: the bearing axis is the spin axis
 
 
 # --------------------------------------------------------------------------- K&C load cases as sweeps

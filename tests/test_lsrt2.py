@@ -184,3 +184,30 @@ def test_float32_option_runs_in_float32_and_stays_close_to_float64():
     dz = ref[:, 2] - ref[0, 2]
     assert np.ptp(dz) > 1e-4                      # the step moves the body
     np.testing.assert_allclose(np.asarray(y[:, 2], np.float64) - float(y[0, 2]), dz, atol=1e-5 * np.ptp(dz) + 2e-7)
+
+
+def test_model_system_K_is_the_velocity_jacobian_of_the_rates():
+    """The K blocks that the model system hands to eqs. (7), (8) and (11) (from
+    its linearisation) are K(r) of eq. (1a): d(dr/dt)/dv of the system's own
+    rates, at a rotated, moving state of a two-body model (per-body 6x6
+    blocks, zero between bodies). The order tests cannot see a wrong K_lin
+    there: it only changes the W-matrix of a W-method."""
+    from kernels import loads
+    from kernels.model import build_model
+    from kernels.system import model_system
+    from tests.conftest import single_mount_tables
+    tables = single_mount_tables()
+    tables["bodies"].append({**tables["bodies"][0], "index": 2, "name": "c", "position": [0.3, 0.1, 0.0]})
+    tables["markers"].append({"index": 3, "name": "c", "body": 2, "position": [0.35, 0.0, 0.0]})
+    tables["bushings"].append({**tables["bushings"][0], "index": 2, "name": "link", "marker_1": 3, "marker_2": 2})
+    model = build_model(tables)
+    sysm = model_system(model, loads.excitation(np.zeros((2, 6))))
+    rng = np.random.default_rng(3)
+    r = (model.r_design + jnp.asarray(np.hstack([rng.normal(0, 0.01, (2, 3)), rng.normal(0, 0.5, (2, 3))]))).reshape(-1)
+    v = jnp.asarray(rng.normal(size=12))
+    K = np.asarray(sysm.linearise(r, v, jnp.zeros(12)).K)
+    dK = np.asarray(jax.jacfwd(sysm.rates, argnums=1)(r, v)).reshape(2, 6, 2, 6)
+    for i in range(2):
+        np.testing.assert_allclose(K[i], dK[i, :, i, :], rtol=1e-13, atol=1e-15)
+        assert np.all(dK[i, :, 1 - i, :] == 0)
+    assert np.abs(K[:, 3:, 3:] - np.eye(3)).max() > 0.1      # far from identity: the test sees the rotation

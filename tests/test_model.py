@@ -37,7 +37,7 @@ def _bad(mutate):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda t: t["bodies"][3].update(mass=-1.0), r"bodies\[3\] 'lower_arm_left'.mass = -1.0"),
+    (lambda t: t["bodies"][3].update(mass=-1.0), r"bodies\[3\] 'lower_link_left'.mass = -1.0"),
     (lambda t: t["bodies"][0].update(inertia=[[1, 0, 0], [0, -1, 0], [0, 0, 1]]), r"inertia .* not positive definite"),
     (lambda t: t["bodies"][1].update(index=t["bodies"][0]["index"]), r"bodies\[1\] .*index = 1 duplicates bodies\[0\]"),
     (lambda t: t["markers"][4].update(body=999), r"markers\[4\] .*body = 999 is not a body index"),

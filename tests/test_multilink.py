@@ -13,6 +13,17 @@ from sweep.cube import pooled_signals
 from tests.conftest import step_runs_against_radau
 
 PUBLISHED = {"wheel_displacement": 0.01286, "bushing_force": 0.01545}  # method.md section 3
+# NMSE (definition in test_nmse_against_radau_within_published) measured by
+# that test (LSRT2 h = 1 ms, block solver, against Radau rtol 1e-6 / atol
+# 1e-9 m, 1e-6 m/s) on configs/model/multilink.yaml with the static
+# alignment and conservative bushing of issue 11, measured 2026-11-24:
+# 1.78e-6 / 1.61e-6 (before: 1.8e-6 / 1.5e-6). The published bars are
+# ~10,000x above; the regression bounds catch a degraded method or model.
+# Re-measure (the test prints the value) after any change of the model or of
+# the method, and update together with the reason in the commit.
+MEASURED_NMSE = {"wheel_displacement": 1.8e-6, "bushing_force": 1.6e-6}
+REGRESSION_FACTOR = 3.0     # value <= 3 x measured
+FLOOR_FACTOR = 10.0         # value >  measured / 10: a test that compares nothing fails
 LINKS = ("upper_front_link", "upper_rear_link", "lateral_link", "trailing_link", "tie_rod")
 
 
@@ -137,14 +148,21 @@ def step_runs(ml_model, step_excitation, ml_equilibrium):
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["wheel_displacement", "bushing_force"])
 def test_nmse_against_radau_within_published(step_runs, ml_model, what):
-    """NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, both sides pooled."""
+    """NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, both sides pooled:
+    below the published figure and within [measured / 10, 3 x measured]."""
     t, lsrt2, ref = step_runs
     window = np.tile((t >= 4.9) & (t <= 6.0), 2)
     y = pooled_signals(lsrt2, ml_model, what)[window]
     y_ref = pooled_signals(ref, ml_model, what)[window]
     value = float(metrics.nmse(y, y_ref))
-    print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]})")
+    measured = MEASURED_NMSE[what]
+    print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]}, measured {measured:.1e})")
     assert value <= PUBLISHED[what]
+    assert value <= REGRESSION_FACTOR * measured, (
+        f"NMSE {what} = {value:.3e} > {REGRESSION_FACTOR:g} x the measured {measured:.1e}")
+    assert value > measured / FLOOR_FACTOR, (
+        f"NMSE {what} = {value:.3e} < measured {measured:.1e} / {FLOOR_FACTOR:g}: "
+        "the comparison no longer exercises the integrator (or MEASURED_NMSE is stale)")
 
 
 @pytest.mark.slow

@@ -1,5 +1,9 @@
 """Validation of the double-wishbone longitudinal step against the Radau reference
-(method.md section 3): NMSE at h = 1 ms must not exceed the published figures."""
+(method.md section 3): NMSE at h = 1 ms must not exceed the published figures,
+must stay near the value this code measures (regression bounds), and LSRT2
+must show its order on the axle itself."""
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -9,6 +13,20 @@ from tests.conftest import step_runs_against_radau
 
 pytestmark = pytest.mark.slow
 PUBLISHED = {"wheel_displacement": 0.00243, "bushing_force": 0.00751}
+# NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, both
+# sides pooled (method.md section 3), measured by this test (LSRT2 h = 1 ms,
+# block solver, against Radau rtol 1e-8) on the double wishbone of
+# configs/model/double_wishbone.yaml as re-laid out by issue 11 (determinate
+# links, design ride height, conservative bushing), measured 2026-11-24:
+# 6.57e-7 / 4.03e-7. (Before issue 11, on the over-constrained axle: 2.6e-6 /
+# 1.1e-7.) The published bars are 1,000-20,000x above these values and could
+# not catch a degraded integrator (an LSRT2 with a21 = 0.55 passed them at
+# 1.6e-4); the regression bounds below can.
+# Re-measure (the test prints the value) after any change of the model or of
+# the method, and update together with the reason in the commit.
+MEASURED_NMSE = {"wheel_displacement": 6.6e-7, "bushing_force": 4.0e-7}
+REGRESSION_FACTOR = 3.0     # value <= 3 x measured: a worse method or model fails
+FLOOR_FACTOR = 10.0         # value >  measured / 10: a test that compares nothing fails
 
 
 @pytest.fixture(scope="module")
@@ -23,15 +41,23 @@ def test_nmse_against_radau_within_published(runs, dw_model, what):
     y = pooled_signals(lsrt2, dw_model, what)[np.tile(window, 2)]
     y_ref = pooled_signals(ref, dw_model, what)[np.tile(window, 2)]
     value = float(metrics.nmse(y, y_ref))
-    print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]})")
+    measured = MEASURED_NMSE[what]
+    print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]}, measured {measured:.1e})")
     assert value <= PUBLISHED[what]
+    assert value <= REGRESSION_FACTOR * measured, (
+        f"NMSE {what} = {value:.3e} > {REGRESSION_FACTOR:g} x the measured {measured:.1e}")
+    assert value > measured / FLOOR_FACTOR, (
+        f"NMSE {what} = {value:.3e} < measured {measured:.1e} / {FLOOR_FACTOR:g}: "
+        "the comparison no longer exercises the integrator (or MEASURED_NMSE is stale)")
 
 
 def test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm(runs):
     t, _, ref = runs
     x = np.asarray(ref["wheel_centre_displacement"])[:, 0, 0]
     final = x[-1]
-    assert -5e-3 < final < -1e-3, f"settles at {final * 1e3:.2f} mm"
+    # "settles at a displacement of a few millimetres" (method.md section 3):
+    # 5.07 mm on this axle (longitudinal compliance ~2 mm/kN at 2.5 kN)
+    assert -8e-3 < final < -1e-3, f"settles at {final * 1e3:.2f} mm"
     assert np.abs(x[t < 5.0]).max() < 1e-9          # at rest before the step
     after = x[(t >= 5.0) & (t < 5.5)] - final
     crossings = np.nonzero(np.diff(np.sign(after)) != 0)[0]
@@ -40,3 +66,40 @@ def test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm(runs):
     ratios = np.array(peaks[1:5]) / np.array(peaks[:4])
     assert np.all(ratios < 1.0) and np.all(ratios > 0.3), f"weakly damped: peak ratios {ratios}"
     assert np.abs(x[t > 5.9] - final).max() < 0.02 * abs(final), "settled by 6 s"
+
+
+def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_equilibrium):
+    """Observed order of LSRT2 on the axle itself: h = 2, 1, 0.5 ms from the
+    equilibrium at 4.99 s over the first 50 ms after the longitudinal step
+    (5.0 s, a step boundary for every h), against Radau at rtol 1e-9. The
+    rms error of the longitudinal wheel-centre displacement and of the
+    longitudinal force in the reference bushings (both sides, every 2 ms) must
+    fall by >= 3 per halving of h (order 2: 4; measured 2026-11-24: 3.99, 4.00
+    and 4.01, 4.00; with a21 = 0.55, an order-1 method: 1.96, 1.98).
+
+    Uses the static arguments of step_runs_against_radau (n_samples = 1101,
+    every = 1; h is traced), so it shares that compilation."""
+    from sweep.job import channels, lsrt2_run
+    from sweep.reference import radau
+    model, exc, r_eq = dw_model, step_excitation, dw_equilibrium.r
+    t0, window, dt_out = 4.99, 0.06, 2e-3
+    t_out = t0 + np.arange(int(round(window / dt_out)) + 1) * dt_out
+    _, rr, vv = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t_out, rtol=1e-9,
+                      atol_coordinates=1e-11, atol_speeds=1e-8)
+    ref = jax.vmap(lambda a, b: channels(model, a, b, r_eq))(jnp.asarray(rr), jnp.asarray(vv))
+    hs = (2e-3, 1e-3, 5e-4)
+    errors = {"wheel_displacement": [], "bushing_force": []}
+    for h in hs:
+        out = lsrt2_run(model, exc, r_eq, t0, h, n_samples=1101, every=1, relinearise_every=1)
+        s = int(round(dt_out / h))
+        sub = jax.tree_util.tree_map(lambda a: np.asarray(a)[::s][:len(t_out)], out)
+        for what, e in errors.items():
+            y, y_ref = pooled_signals(sub, model, what), pooled_signals(ref, model, what)
+            e.append(float(np.sqrt(np.mean((y - y_ref) ** 2))))
+    for what, e in errors.items():
+        e = np.array(e)
+        ratios = e[:-1] / e[1:]
+        print(f"LSRT2 on the double wishbone, {what}: rms errors {e} at h = {hs}, ratios {ratios}")
+        y_ref = pooled_signals(ref, model, what)
+        assert e[1] < 0.05 * np.abs(y_ref).max(), "h = 1 ms resolves the response"
+        assert np.all(ratios >= 3.0), f"{what}: error ratios {ratios} per halving of h (order 2: 4)"

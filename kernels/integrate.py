@@ -1,0 +1,256 @@
+"""One fixed-step time loop for linear-implicit (Rosenbrock / W-) methods.
+
+A *method* is a value: a :class:`RosenbrockTableau` (frozen, validated,
+hashable, so it can be a static argument of ``jax.jit``) whose generic
+stage equations are method.md eqs. (6)-(9) with s stages:
+
+    A dv_i = q(r~_i, v~_i, u~_i) + h gamma_i J_u du
+             + h (J_r sum_j g_ij dr_j + J_v sum_j g_ij dv_j)
+             + h g J_r K [ K(r~_i) v~_i + h sum_j g_ij dv_j ]                (7)
+    dr_i = K(r~_i) v~_i + h g K dv_i + h K sum_j g_ij dv_j                  (8)
+    r~_i = r + h sum_j a_ij dr_j,  v~_i = v + h sum_j a_ij dv_j,
+    u~_i = u(t + c_i h)                                                      (9)
+    r+ = r + h sum_i b_i dr_i,  v+ = v + h sum_i b_i dv_i                   (6)
+
+(j < i; g = g_ii the common diagonal, so every stage shares the coefficient
+matrix A = E - h g J_v - (h g)^2 J_r K of eq. (11) and one factorisation;
+gamma_i = g + sum_j g_ij; ``du`` = du/dt(t), frozen over the step.) These
+are Hairer-Wanner's Rosenbrock stages applied to the stacked state (r, v, u)
+with the Jacobian [[0, K, 0], [J_r, J_v, J_u], [0, 0, 0]] after eliminating
+the r rows (method.md implementation notes): ``K(r~)`` multiplies the stage
+velocity, ``K_lin`` the Jacobian-type products. Methods with an embedded
+solution (``b_hat``) also return the local error estimate
+h sum_i (b_i - b_hat_i) (dr_i, dv_i) of every step.
+
+The methods (each in its own module): :data:`kernels.lsrt2.LSRT2` (order 2,
+method.md section 2), :data:`kernels.ros34pw2.ROS34PW2` (order 3, W-method,
+embedded order 2), :data:`kernels.linear_implicit_euler.LINEAR_IMPLICIT_EULER`
+(order 1). The linear solver receives ``h * g`` from the method.
+
+The system interface (:class:`System`) is what :func:`kernels.system.model_system`
+binds for the multibody model and what the tests build for analytic
+problems: flat r, v (n,) and flat u.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kernels import linsolve
+from kernels.rotations import mv
+
+
+class System(NamedTuple):
+    """``linearise(r, v, u) -> lin`` (q, J_r, J_v, J_u, K blocks in the solver's
+    format), ``q(r, v, u) -> (n,)``, ``rates(r, v) -> (n,)`` (= K(r) v),
+    ``u(t)`` and ``du(t)`` (flat input and its rate), ``solver``
+    (:class:`kernels.linsolve.Solver`: factorisation of eq. 11 and the
+    Jacobian products)."""
+    linearise: Callable
+    q: Callable
+    rates: Callable
+    u: Callable
+    du: Callable
+    solver: linsolve.Solver = linsolve.DENSE
+
+
+@dataclasses.dataclass(frozen=True)
+class RosenbrockTableau:
+    """Coefficients of an s-stage linear-implicit method (module doc).
+
+    ``a`` and ``g`` are strictly lower-triangular s x s (tuples of rows),
+    ``gamma`` the common diagonal g_ii, ``b`` the weights, ``b_hat`` the
+    embedded weights (or None), ``order`` / ``embedded_order`` the classical
+    orders (checked by the tests, not here)."""
+    name: str
+    gamma: float
+    a: tuple
+    g: tuple
+    b: tuple
+    b_hat: Optional[tuple] = None
+    order: int = 1
+    embedded_order: Optional[int] = None
+
+    def __post_init__(self):
+        s = len(self.b)
+        if s < 1:
+            raise ValueError(f"{self.name}: a method needs at least one stage")
+        for key in ("a", "g"):
+            rows = getattr(self, key)
+            if len(rows) != s or any(len(r) != s for r in rows):
+                raise ValueError(f"{self.name}.{key} must be {s} x {s}")
+            arr = np.asarray(rows, float)
+            if not np.all(np.isfinite(arr)) or np.any(np.triu(arr) != 0.0):
+                raise ValueError(f"{self.name}.{key} must be finite and strictly lower triangular")
+        if not (np.isfinite(self.gamma) and self.gamma > 0):
+            raise ValueError(f"{self.name}.gamma = {self.gamma} must be positive")
+        if self.b_hat is not None and len(self.b_hat) != s:
+            raise ValueError(f"{self.name}.b_hat must have {s} entries")
+        if not np.all(np.isfinite(np.asarray(self.b, float))):
+            raise ValueError(f"{self.name}.b must be finite")
+
+    @property
+    def stages(self) -> int:
+        return len(self.b)
+
+    @property
+    def c(self) -> tuple:
+        """Stage times c_i = sum_j a_ij."""
+        return tuple(float(sum(row)) for row in self.a)
+
+    @property
+    def gamma_i(self) -> tuple:
+        """gamma_i = g + sum_j g_ij (weight of the input-rate term of stage i)."""
+        return tuple(self.gamma + float(sum(row)) for row in self.g)
+
+    def stability_function(self, z):
+        """R(z) of the method on y' = lambda y, z = h lambda (numpy, complex ok)."""
+        s = self.stages
+        A, G = np.asarray(self.a, float), np.asarray(self.g, float)
+        b = np.asarray(self.b, float)
+        z = np.asarray(z, complex)
+        # k = z (I - (A + G + gamma I) z)^-1 1 / ... : stages of the linear test equation
+        M = A + G + self.gamma * np.eye(s)
+        out = np.empty(z.shape, complex)
+        for idx, zz in np.ndenumerate(z):
+            k = np.linalg.solve(np.eye(s) - zz * M, np.full(s, zz))
+            out[idx] = 1.0 + b @ k
+        return out
+
+
+def _kmul(K, x):
+    m = K.shape[0]
+    return mv(K, x.reshape(m, 6)).reshape(-1)
+
+
+def _combine(coefs, vecs):
+    """sum_j coefs[j] vecs[j] over the nonzero (static) coefficients, or None."""
+    out = None
+    for c, x in zip(coefs, vecs):
+        if c == 0.0:
+            continue
+        term = x if c == 1.0 else c * x
+        out = term if out is None else out + term
+    return out
+
+
+def step(method: RosenbrockTableau, system: System, lin, fac, q1, r, v, t, h):
+    """One step k -> k+1 (eqs. 6-9 with ``method``'s coefficients).
+
+    ``fac`` = ``system.solver.factor(lin, h * method.gamma)``, ``q1 = q(r, v,
+    u(t))``. Returns (r+, v+, err) with err = (err_r, err_v) the embedded
+    error estimate (None without ``b_hat``)."""
+    S = system.solver
+    K = lin.K
+    hg = h * method.gamma
+    du = system.du(t)
+    drs, dvs = [], []
+    for i in range(method.stages):
+        a_i, g_i = method.a[i][:i], method.g[i][:i]
+        if i == 0:
+            r_i, v_i, q_i = r, v, q1
+        else:
+            sr, sv = _combine(a_i, drs), _combine(a_i, dvs)
+            r_i = r if sr is None else r + h * sr                           # (9a)
+            v_i = v if sv is None else v + h * sv                           # (9b)
+            q_i = system.q(r_i, v_i, system.u(t + method.c[i] * h))         # (9c)
+        rate = system.rates(r_i, v_i)                                       # K(r~) v~
+        gdr, gdv = _combine(g_i, drs), _combine(g_i, dvs)
+        Kgdv = None if gdv is None else _kmul(K, gdv)
+        rhs = q_i
+        if method.gamma_i[i] != 0.0:
+            rhs = rhs + (h * method.gamma_i[i]) * S.ju(lin, du)
+        if gdr is not None:
+            rhs = rhs + h * (S.jr(lin, gdr) + S.jv(lin, gdv))
+        rhs = rhs + hg * S.jr(lin, rate if Kgdv is None else rate + h * Kgdv)   # (7)
+        dv = S.solve(fac, rhs)
+        dr = rate + hg * _kmul(K, dv)
+        if Kgdv is not None:
+            dr = dr + h * Kgdv                                              # (8)
+        drs.append(dr)
+        dvs.append(dv)
+    r_new = r + h * _combine(method.b, drs)                                 # (6a)
+    v_new = v + h * _combine(method.b, dvs)                                 # (6b)
+    err = None
+    if method.b_hat is not None:
+        e = tuple(bi - bh for bi, bh in zip(method.b, method.b_hat))
+        er, ev = _combine(e, drs), _combine(e, dvs)
+        err = (h * er, h * ev)
+    return r_new, v_new, err
+
+
+class Trajectory(NamedTuple):
+    t: jax.Array         # (n_samples,) s
+    outputs: Any         # pytree with leading n_samples
+    r: jax.Array         # final state
+    v: jax.Array
+    max_error: jax.Array  # largest error_norm of any step (0 without an embedded method)
+
+
+def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples, every=1,
+             relinearise_every=1, output_fn=None, error_norm=None, checkpoint_block=None):
+    """Integrate from (r0, v0) at t0 with the fixed step h and sample every
+    ``every`` steps: outputs at t0 + i * every * h, i = 0 .. n_samples - 1.
+
+    ``relinearise_every = N``: linearise (and factorise) at steps k with
+    k % N == 0 and reuse the linearisation in between (a W-method; exact
+    bookkeeping, method.md section 2). ``output_fn(r, v, t)`` defaults to the
+    state. ``error_norm(err_r, err_v, r, v) -> scalar`` of the embedded error
+    estimate (methods with ``b_hat``); the trajectory keeps its maximum.
+    ``checkpoint_block = B``: the samples run as a scan over blocks of B
+    samples, each under ``jax.checkpoint``, so that reverse mode stores
+    only the block boundaries (n_samples - 1 must be a multiple of B).
+    n_samples, every, relinearise_every and checkpoint_block are static.
+    """
+    output_fn = output_fn or (lambda r, v, t: {"r": r, "v": v})
+    N = int(relinearise_every)
+    track = error_norm is not None and method.b_hat is not None
+    hg = h * method.gamma
+
+    def relin(r, v, t):
+        lin = system.linearise(r, v, system.u(t))
+        return lin, system.solver.factor(lin, hg), lin.q
+
+    def one_step(carry, k):
+        r, v, lin, fac, emax = carry
+        t = t0 + k * h
+        if N == 1:
+            lin, fac, q1 = relin(r, v, t)
+        else:
+            lin, fac, q1 = jax.lax.cond(
+                k % N == 0, lambda: relin(r, v, t),
+                lambda: (lin, fac, system.q(r, v, system.u(t))))
+        r_new, v_new, err = step(method, system, lin, fac, q1, r, v, t, h)
+        if track:
+            emax = jnp.maximum(emax, error_norm(err[0], err[1], r_new, v_new))
+        return (r_new, v_new, lin, fac, emax), None
+
+    def sample_block(carry, i):
+        ks = i * every + jnp.arange(every)
+        carry, _ = jax.lax.scan(one_step, carry, ks)
+        t = t0 + (i + 1) * every * h
+        return carry, output_fn(carry[0], carry[1], t)
+
+    lin0, fac0, _ = relin(r0, v0, t0)
+    carry0 = (r0, v0, lin0, fac0, jnp.zeros((), r0.dtype))
+    out0 = output_fn(r0, v0, t0)
+    n = n_samples - 1
+    if checkpoint_block:
+        B = int(checkpoint_block)
+        if n % B:
+            raise ValueError(f"n_samples - 1 = {n} is not a multiple of checkpoint_block = {B}")
+
+        @jax.checkpoint
+        def chunk(carry, j):
+            return jax.lax.scan(sample_block, carry, j * B + jnp.arange(B))
+        carry, outs = jax.lax.scan(chunk, carry0, jnp.arange(n // B))
+        outs = jax.tree_util.tree_map(lambda a: a.reshape((n,) + a.shape[2:]), outs)
+    else:
+        carry, outs = jax.lax.scan(sample_block, carry0, jnp.arange(n))
+    outputs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b], 0), out0, outs)
+    times = t0 + jnp.arange(n_samples) * every * h
+    return Trajectory(times, outputs, carry[0], carry[1], carry[4])

@@ -1,0 +1,558 @@
+#!/usr/bin/env python
+"""Mutation run (issue 15, item 6): do the tests fail when the physics is wrong?
+
+Run by hand, not by CI (pytest collects only ``test_*.py``, so this file is
+never collected; see ``[tool.pytest.ini_options]`` in pyproject.toml):
+
+    .venv/bin/python tests/mutants.py --list
+    .venv/bin/python tests/mutants.py                       # every mutant, one after another
+    .venv/bin/python tests/mutants.py --only a21_055 --only p2p_damping_halved
+    .venv/bin/python tests/mutants.py --only a21_055 --tests tests/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step
+    .venv/bin/python tests/mutants.py --all --markdown /tmp/table.md
+    .venv/bin/python tests/mutants.py --baseline --only 'kc_*'   # check the tests pass unmutated first
+
+Each mutant is a list of source edits ``(file, exact old text, new text,
+count)``: the old text must occur exactly ``count`` times (default 1) in the
+current file, else the mutant is reported **stale** (the code it targets
+changed: update the mutant), never silently skipped.
+
+Nothing in the working tree is touched. The tree (without .venv, outputs,
+.git, caches) is copied into a temporary directory per worker; a
+mutant is applied there, the tests listed for it run there with this Python
+(``python -m pytest`` with cwd, ``--rootdir`` and ``PYTHONPATH`` = the copy;
+a preflight checks that ``kernels``, ``sweep`` and ``tests.conftest`` are
+imported from the copy and not from the editable install), and the copy is
+restored from the pristine one.
+
+For each mutant the tests run in the order listed (cheap ones first) with
+``-x -q -n 0 -p no:cacheprovider``; the first failing test is the one that
+*caught* it (``--all``: no ``-x``, every failing test of the list is shown).
+A test file named in a list that does not exist (yet) is skipped with a
+note. A node id that pytest cannot find is reported, not fatal. Results:
+``caught`` (a test failed or errored in setup), ``survived`` (all listed
+tests passed), ``stale`` (the mutant no longer applies), ``timeout``,
+``error`` (pytest could not run, e.g. collection error: see the log).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTEST_ARGS = ["-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
+DEFAULT_TIMEOUT = 900          # s per mutant
+
+
+@dataclasses.dataclass
+class Mutant:
+    name: str
+    what: str
+    edits: list          # (file, old, new) or (file, old, new, count)
+    tests: list          # pytest node ids / files, or "path -k expr", cheapest first
+    timeout: int = DEFAULT_TIMEOUT
+
+
+# test files being written in parallel (issue 15 item 2); skipped with a note while missing
+ENERGY_GRAD = "tests/test_energy.py::test_energy_oracle_forces_are_its_gradient"
+ENERGY_DAMPED = "tests/test_energy.py::test_damped_axle_energy_balance"
+ENERGY_CONSERVED = "tests/test_energy.py::test_undamped_axle_conserves_energy_short"
+P2P = "tests/test_p2p_analytic.py"
+VALID_ORDER = "tests/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step"
+VALID_NMSE = "tests/test_validation.py::test_nmse_against_radau_within_published"
+VALID_RESP = "tests/test_validation.py::test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm"
+ML_NMSE = "tests/test_multilink.py::test_nmse_against_radau_within_published"
+ML_BALANCE = "tests/test_multilink.py::test_static_equilibrium_force_and_moment_balance"
+KC_HAND = "tests/test_kc.py::test_linear_toy_axle_matches_hand_computed_compliance"
+KC_FD = "tests/test_kc.py::test_double_wishbone_metrics_match_finite_difference_loading"
+KC_SYM = "tests/test_kc.py::test_compliance_is_symmetric_for_conservative_elements"
+KC_FDTOY = "tests/test_kc.py::test_compliance_matrix_matches_finite_difference_loading"
+EXUDYN_EIG = "tests/test_exudyn.py::test_eigenvalues_matched"
+LSRT2 = "tests/test_lsrt2.py"
+LSRT2_NONLIN = "tests/test_lsrt2.py::test_order_two_on_nonlinear_rigid_body"
+LSRT2_K = "tests/test_lsrt2.py::test_model_system_K_is_the_velocity_jacobian_of_the_rates"
+
+KC_SIGN_TESTS = [KC_HAND, KC_FD, KC_SYM, "tests/test_multilink.py::test_equilibrium_is_symmetric_near_design_and_stops_are_clear",
+                 "tests/test_model.py::test_equilibrium_is_mirror_symmetric_and_near_design"]
+
+MUTANTS = [
+    # ------------------------------------------------------------ the five of the issue's table
+    Mutant("bushing_rot_stiffness_sign", "rotational bushing stiffness sign flipped (rx, ry, rz)",
+           [("kernels/forces.py",
+             'elastic = prm["k"] * e + jax.vmap(curves.evaluate)(',
+             'elastic = prm["k"] * e * jnp.array([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]) + jax.vmap(curves.evaluate)(')],
+           ["tests/test_elements.py", ENERGY_GRAD, KC_HAND, KC_SYM, "tests/test_dynamics.py",
+            "tests/test_model.py", VALID_RESP]),
+    Mutant("p2p_damping_halved", "P2P damping force halved",
+           [("kernels/forces.py",
+             'damp = damp * (prm["c_scale"][0]',
+             'damp = 0.5 * damp * (prm["c_scale"][0]')],
+           [P2P, "tests/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
+    Mutant("p2p_damping_removed", "P2P damping force removed (spring and stops only)",
+           [("kernels/forces.py", "    return damp - push\n", "    return 0.0 * damp - push\n")],
+           [P2P, "tests/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
+    Mutant("lsrt2_klin_frozen_rhs", "K_lin instead of K(r~) in the stage right-hand side (method.md pitfall)",
+           [("kernels/integrate.py", "rate = system.rates(r_i, v_i) ", "rate = _kmul(K, v_i) ")],
+           [LSRT2, VALID_ORDER, VALID_NMSE, ML_NMSE]),
+    Mutant("a21_055", "LSRT2 a21 = 0.55 (order drops to 1)",
+           [("kernels/lsrt2.py", "A21 = 0.5\n", "A21 = 0.55\n")],
+           [LSRT2, VALID_ORDER, VALID_NMSE, ML_NMSE]),
+    # ------------------------------------------------------------ gravity
+    Mutant("gravity_sign", "gravity vector sign flipped at model build",
+           [("kernels/model.py", 'gravity=f(tables.get("gravity", [0, 0, -9.81])),',
+             'gravity=-f(tables.get("gravity", [0, 0, -9.81])),')],
+           ["tests/test_dynamics.py::test_free_body_newton_euler", ML_BALANCE,
+            "tests/test_model.py", KC_HAND, VALID_RESP]),
+    Mutant("gravity_scale", "gravity force doubled in q and in the linearisation",
+           [("kernels/dynamics.py", "Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])",
+             "Q = Q.at[:, :3].add(2.0 * model.mass[:, None] * model.gravity[None, :])", 2)],
+           ["tests/test_dynamics.py::test_free_body_newton_euler", ML_BALANCE,
+            "tests/test_model.py", KC_HAND, VALID_RESP]),
+    # ------------------------------------------------------------ wheel loads
+    Mutant("wheel_force_sign", "wheel-centre forces applied with the wrong sign",
+           [("kernels/dynamics.py", "return jnp.concatenate([u[:, :3], jnp.einsum(",
+             "return jnp.concatenate([-u[:, :3], jnp.einsum(")],
+           [ML_BALANCE, "tests/test_model.py", KC_HAND, VALID_RESP]),
+    Mutant("wheel_force_scale", "wheel-centre forces halved",
+           [("kernels/dynamics.py", "return jnp.concatenate([u[:, :3], jnp.einsum(",
+             "return jnp.concatenate([0.5 * u[:, :3], jnp.einsum(")],
+           [ML_BALANCE, "tests/test_model.py", KC_HAND, VALID_RESP]),
+    Mutant("wheel_torque_frame", "wheel torques applied as R M instead of R^T M (frame error)",
+           [("kernels/dynamics.py", 'jnp.einsum("sji,sj->si", R, u[:, 3:])',
+             'jnp.einsum("sij,sj->si", R, u[:, 3:])')],
+           [ML_BALANCE, KC_HAND, KC_FD, KC_SYM, "tests/test_model.py", "tests/test_dynamics.py"]),
+    Mutant("wheel_torque_sign", "wheel torques with the wrong sign",
+           [("kernels/dynamics.py", 'jnp.einsum("sji,sj->si", R, u[:, 3:])',
+             '-jnp.einsum("sji,sj->si", R, u[:, 3:])')],
+           [ML_BALANCE, KC_HAND, KC_FD, "tests/test_model.py"]),
+    # ------------------------------------------------------------ kinematic matrix K(r)
+    Mutant("K_euler_rate_sign", "K(r): sign of one entry of the Euler-rate matrix",
+           [("kernels/rotations.py", "jnp.stack([z, cx, -sx], -1),", "jnp.stack([z, cx, sx], -1),")],
+           ["tests/test_rotations.py", "tests/test_dynamics.py", LSRT2_NONLIN, VALID_ORDER]),
+    Mutant("K_euler_rate_scale", "K(r): 1/cos(a_y') dropped in the first row",
+           [("kernels/rotations.py", "jnp.stack([z, sx / cy, cx / cy], -1),", "jnp.stack([z, sx, cx], -1),")],
+           ["tests/test_rotations.py", "tests/test_dynamics.py", LSRT2_NONLIN, VALID_ORDER]),
+    Mutant("K_lin_translation_scale", "K_lin blocks (linearisation only): translation block doubled",
+           [("kernels/rotations.py", "K = K.at[:, :3, :3].set(jnp.eye(3, dtype=r.dtype))",
+             "K = K.at[:, :3, :3].set(2.0 * jnp.eye(3, dtype=r.dtype))")],
+           ["tests/test_rotations.py", LSRT2_K, "tests/test_blocks.py", LSRT2, VALID_ORDER, VALID_NMSE]),
+    # ------------------------------------------------------------ block solver
+    Mutant("block_schur_sign", "block LU: Schur update added instead of subtracted",
+           [("kernels/blocks.py", "a = a.at[st.upd_slots].add(-st.upd_sum(prod))",
+             "a = a.at[st.upd_slots].add(st.upd_sum(prod))")],
+           ["tests/test_blocks.py"]),
+    Mutant("block_pivot_unscaled", "block LU: L_ik not scaled by the pivot inverse D_k^-1",
+           [("kernels/blocks.py", "L = mm(a[st.low], Di[st.low_piv]) if len(st.low) else None",
+             "L = a[st.low] if len(st.low) else None")],
+           ["tests/test_blocks.py"]),
+    Mutant("block_forward_sign", "block LU: forward substitution sign",
+           [("kernels/blocks.py", "y = y.at[st.low_rows].add(-st.low_sum(mv(L, y[st.low_col])))",
+             "y = y.at[st.low_rows].add(st.low_sum(mv(L, y[st.low_col])))")],
+           ["tests/test_blocks.py"]),
+    Mutant("block_inv6_pivot", "inv6: pivot row not normalised (1/A_kk dropped)",
+           [("kernels/blocks.py", "piv = 1.0 / A[..., k, k]", "piv = 1.0 + 0.0 * A[..., k, k]")],
+           ["tests/test_blocks.py"]),
+    Mutant("coefficient_matrix_sign", "model solver eq. (11): sign of the (h g)^2 G_r K term",
+           [("kernels/linsolve.py", "MA = -hg * lin.G_v[:n] - hg * hg * mm(",
+             "MA = -hg * lin.G_v[:n] + hg * hg * mm(")],
+           ["tests/test_blocks.py", VALID_ORDER, VALID_NMSE]),
+    # ------------------------------------------------------------ K&C metric sign conventions
+    Mutant("kc_toe_sign", "toe sign convention (metrics.toe_camber)",
+           [("kernels/metrics.py", "toe = jnp.arctan2(sign * a[:, 0], a[:, 1])",
+             "toe = jnp.arctan2(-sign * a[:, 0], a[:, 1])")],
+           KC_SIGN_TESTS + ["tests/test_exudyn.py::test_longitudinal_step_toe_camber"]),
+    Mutant("kc_camber_sign", "camber sign convention (metrics.toe_camber)",
+           [("kernels/metrics.py", "camber = jnp.arcsin(jnp.clip(-sign * a[:, 2], -1.0, 1.0))",
+             "camber = jnp.arcsin(jnp.clip(sign * a[:, 2], -1.0, 1.0))")],
+           KC_SIGN_TESTS + ["tests/test_exudyn.py::test_longitudinal_step_toe_camber"]),
+    Mutant("kc_wheel_rate_sign", "wheel rate sign (kc_metrics)",
+           [("kernels/kc.py", 'out[prefix + "wheel_rate"] = (dfz @ dz) / dz / 1000.0',
+             'out[prefix + "wheel_rate"] = -(dfz @ dz) / dz / 1000.0')],
+           KC_SIGN_TESTS),
+    Mutant("kc_lateral_compliance_sign", "lateral compliance sign (outboard instead of inboard)",
+           [("kernels/kc.py", 'out["lateral_compliance"] = -sign * dy[:, 1] * 1000.0',
+             'out["lateral_compliance"] = sign * dy[:, 1] * 1000.0')],
+           KC_SIGN_TESTS),
+    Mutant("kc_longitudinal_compliance_sign", "longitudinal compliance sign (traction)",
+           [("kernels/kc.py", 'out["longitudinal_compliance"] = dy[:, 0] * 1000.0',
+             'out["longitudinal_compliance"] = -dy[:, 0] * 1000.0')],
+           KC_SIGN_TESTS),
+    Mutant("kc_braking_compliance_sign", "longitudinal compliance sign (braking)",
+           [("kernels/kc.py", 'out["longitudinal_compliance_braking"] = -dy[:, 0] * 1000.0',
+             'out["longitudinal_compliance_braking"] = dy[:, 0] * 1000.0')],
+           KC_SIGN_TESTS),
+    Mutant("kc_lateral_load_direction", "lateral force applied outboard (load_direction)",
+           [("kernels/kc.py", "cols = (z, -s, z, -s * R, z, z)", "cols = (z, s, z, s * R, z, z)")],
+           KC_SIGN_TESTS),
+    Mutant("kc_lateral_patch_moment", "lateral force: contact-patch moment sign (Mx = -R Fy)",
+           [("kernels/kc.py", "cols = (z, -s, z, -s * R, z, z)", "cols = (z, -s, z, s * R, z, z)")],
+           KC_SIGN_TESTS),
+    Mutant("kc_braking_patch_moment", "braking force: contact-patch moment sign",
+           [("kernels/kc.py", "cols = (z - 1.0, z, z, z, z + R, z)", "cols = (z - 1.0, z, z, z, z - R, z)")],
+           KC_SIGN_TESTS),
+    Mutant("kc_aligning_torque_sense", "aligning torque in toe-in instead of toe-out sense",
+           [("kernels/kc.py", "cols = (z, z, z, z, z, s)", "cols = (z, z, z, z, z, -s)")],
+           KC_SIGN_TESTS),
+    Mutant("kc_per_kn_scale", "toe/camber per lateral force per N instead of per kN",
+           [("kernels/kc.py", 'per = {"lateral_force": 1000.0,', 'per = {"lateral_force": 1.0,')],
+           KC_SIGN_TESTS),
+    Mutant("kc_roll_opposite_sign", "opposite (roll) travel: per own travel sign",
+           [("kernels/kc.py", 'out[prefix + "camber_gain"] = tc[1] * DEG',
+             'out[prefix + "camber_gain"] = tc[1] * DEG * (1.0 if mode == "parallel" else -1.0)')],
+           KC_SIGN_TESTS),
+    # ------------------------------------------------------------ more physics (as time allows)
+    Mutant("gyroscopic_sign", "Euler's equation: gyroscopic term sign (q and linearisation)",
+           [("kernels/dynamics.py", "(Q[:, 3:] - jnp.cross(w, Iw))", "(Q[:, 3:] + jnp.cross(w, Iw))"),
+            ("kernels/dynamics.py", "q = mv(Minv, Q - jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))",
+             "q = mv(Minv, Q + jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))")],
+           ["tests/test_dynamics.py", ENERGY_CONSERVED, LSRT2_NONLIN]),
+    Mutant("bushing_damping_sign", "bushing damping sign flipped (all directions)",
+           [("kernels/forces.py", 'damping = prm["c"] * rate + ', 'damping = -prm["c"] * rate + ')],
+           ["tests/test_elements.py", ENERGY_DAMPED, VALID_RESP, VALID_NMSE]),
+    Mutant("p2p_spring_rate_scale", "P2P spring rate doubled (preload kept)",
+           [("kernels/forces.py", 'push = push0 + prm["k_scale"] * (elastic(s) - push0)',
+             'push = push0 + 2.0 * prm["k_scale"] * (elastic(s) - push0)')],
+           [P2P, "tests/test_elements.py", ENERGY_GRAD, KC_SYM, "tests/test_model.py", VALID_RESP, VALID_NMSE]),
+    Mutant("p2p_compression_rebound_swap", "P2P damper: compression and rebound factors swapped",
+           [("kernels/forces.py", "w = 0.5 * (1.0 + jnp.tanh(Ldot / DAMPER_BLEND))",
+             "w = 0.5 * (1.0 - jnp.tanh(Ldot / DAMPER_BLEND))")],
+           [P2P, "tests/test_elements.py", ENERGY_DAMPED, VALID_NMSE, ML_NMSE]),
+    # (not "reaction on body 2 at marker 1 instead of marker 2": F is parallel to
+    # pm2 - pm1, so its moment is the same at either end - an equivalent mutant)
+    Mutant("p2p_force_point", "P2P force on body 1 applied at the body origin instead of marker 1",
+           [("kernels/forces.py", "return _apply(T * e, zero, pm1, p1, R1, p2, R2, at2=pm2)",
+             "return _apply(T * e, zero, p1, p1, R1, p2, R2, at2=pm2)")],
+           ["tests/test_elements.py", P2P, ENERGY_GRAD, "tests/test_dynamics.py"]),
+]
+
+
+# ----------------------------------------------------------------------------- machinery
+def _edits(m):
+    for e in m.edits:
+        f, old, new = e[:3]
+        yield f, old, new, (e[3] if len(e) > 3 else 1)
+
+
+def check_applies(m, tree):
+    """None if every edit applies to ``tree``, else the reason it is stale."""
+    texts = {}
+    for f, old, new, count in _edits(m):
+        path = os.path.join(tree, f)
+        if not os.path.exists(path):
+            return f"{f} missing"
+        text = texts.get(f) or open(path).read()
+        n = text.count(old)
+        if n != count:
+            return f"{f}: {old.strip()[:60]!r} found {n}x, expected {count}x"
+        texts[f] = text.replace(old, new)
+    return None
+
+
+def apply(m, tree):
+    texts = {}
+    for f, old, new, _ in _edits(m):
+        texts[f] = (texts.get(f) or open(os.path.join(tree, f)).read()).replace(old, new)
+    for f, text in texts.items():
+        with open(os.path.join(tree, f), "w") as fh:
+            fh.write(text)
+    return list(texts)
+
+
+def restore(files, tree, pristine):
+    for f in files:
+        shutil.copy2(os.path.join(pristine, f), os.path.join(tree, f))
+
+
+EXCLUDE_TOP = {".venv", ".git", "outputs", "multirun", ".pytest_cache"}
+EXCLUDE_ANY = ("__pycache__", "*.egg-info", ".pytest_cache")
+
+
+def copy_tree(src, dst):
+    """Copy the working tree (uncommitted work included) without .venv, .git,
+    outputs, caches; ``dst`` is replaced."""
+    src = os.path.abspath(src)
+
+    def ignore(d, names):
+        out = set(shutil.ignore_patterns(*EXCLUDE_ANY)(d, names))
+        if os.path.abspath(d) == src:
+            out |= EXCLUDE_TOP & set(names)
+        return out
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=ignore, symlinks=True)
+    os.makedirs(os.path.join(dst, "outputs"), exist_ok=True)
+
+
+def env_for(tree):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = tree + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def preflight(tree):
+    """The copy's modules, not the editable install's, are the ones imported."""
+    code = ("import kernels, sweep, tests.conftest as c; "
+            "print(kernels.__file__); print(sweep.__file__); print(c.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env_for(tree),
+                         capture_output=True, text=True)
+    paths = out.stdout.split()
+    real = os.path.realpath(tree)
+    if out.returncode or len(paths) != 3 or not all(os.path.realpath(p).startswith(real + os.sep) for p in paths):
+        raise SystemExit(f"preflight: modules not imported from the copy {tree}:\n{out.stdout}{out.stderr}")
+    return paths
+
+
+def _groups(tests, tree):
+    """Split a test list into pytest invocations: consecutive node ids / files
+    share one; a "path -k expr" entry is its own. Missing files -> notes."""
+    groups, notes, cur = [], [], []
+    for entry in tests:
+        path, _, kexpr = entry.partition(" -k ")
+        fpath = path.split("::")[0]
+        if not os.path.exists(os.path.join(tree, fpath)):
+            notes.append(f"{fpath} missing, skipped")
+            continue
+        if kexpr:
+            if cur:
+                groups.append(cur)
+                cur = []
+            groups.append([path, "-k", kexpr.strip()])
+        elif path not in cur:
+            if any(c.split("::")[0] == fpath and ("::" in c) != ("::" in path) for c in cur):
+                # pytest merges node ids of one file given twice and runs them in
+                # file order: a new invocation keeps the listed (cheapest-first) order
+                groups.append(cur)
+                cur = []
+            cur.append(path)
+    if cur:
+        groups.append(cur)
+    return groups, notes
+
+
+FAILED_RE = re.compile(r"^(FAILED|ERROR) (\S+)", re.M)
+
+
+def _run_pytest(tree, args, extra, timeout, log):
+    """One pytest run in ``tree``; its output streams into ``log`` (tail -f it)."""
+    cmd = [sys.executable, "-m", "pytest", "--rootdir", tree, *extra, *args]
+    t0 = time.time()
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    start = log.tell()
+    proc = subprocess.Popen(cmd, cwd=tree, env=env_for(tree), stdout=log,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        rc = None
+    log.flush()
+    log.seek(start)
+    out = log.read()
+    log.seek(0, os.SEEK_END)
+    log.write(f"\n[rc={rc}, {time.time() - t0:.0f} s]\n\n")
+    log.flush()
+    return rc, out, time.time() - t0
+
+
+def run_tests(tree, tests, stop_first, timeout, log):
+    """Run the mutant's tests; returns (status, catching tests, notes)."""
+    groups, notes = _groups(tests, tree)
+    if not groups:
+        return "no tests", [], notes
+    extra = list(PYTEST_ARGS) + ["-rfE"]
+    if not stop_first:
+        extra.remove("-x")
+    caught, t_left = [], timeout
+    for g in groups:
+        if t_left <= 0:
+            return "timeout", caught, notes
+        rc, out, dt = _run_pytest(tree, g, extra, t_left, log)
+        t_left -= dt
+        if rc is None:
+            return ("caught" if caught else "timeout"), caught, notes
+        if rc == 4 and len(g) > 1 and "-k" not in g:      # a node id not found: one by one
+            for entry in g:
+                rc1, out1, dt1 = _run_pytest(tree, [entry], extra, t_left, log)
+                t_left -= dt1
+                if rc1 == 4:
+                    notes.append(f"{entry}: not found")
+                elif rc1 == 1:
+                    caught += [m.group(2) for m in FAILED_RE.finditer(out1)] or [entry]
+                    if stop_first:
+                        return "caught", caught, notes
+                elif rc1 is None:
+                    return ("caught" if caught else "timeout"), caught, notes
+            continue
+        if rc == 4:
+            notes.append(f"{' '.join(g)}: not found")
+        elif rc == 5:
+            notes.append(f"{' '.join(g)}: no test collected")
+        elif rc == 1:
+            caught += [m.group(2) for m in FAILED_RE.finditer(out)] or [" ".join(g)]
+            if stop_first:
+                return "caught", caught, notes
+        elif rc not in (0, 5):
+            return "error", caught, notes + [f"pytest rc={rc} on {' '.join(g)} (see log)"]
+    return ("caught" if caught else "survived"), caught, notes
+
+
+def run_mutant(m, tree, pristine, args, log_dir):
+    t0 = time.time()
+    stale = check_applies(m, tree)
+    if stale:
+        return {"name": m.name, "what": m.what, "status": "stale", "by": [], "notes": [stale], "seconds": 0.0}
+    files = apply(m, tree)
+    log_path = os.path.join(log_dir, f"{m.name}.log")
+    try:
+        with open(log_path, "w+") as log:
+            status, by, notes = run_tests(tree, args.tests or m.tests, not args.all,
+                                          args.timeout or m.timeout, log)
+    finally:
+        restore(files, tree, pristine)
+    return {"name": m.name, "what": m.what, "status": status, "by": by, "notes": notes,
+            "seconds": round(time.time() - t0, 1), "log": log_path}
+
+
+def table(results):
+    lines = ["| mutant | what | result | caught by | s | notes |", "|---|---|---|---|---|---|"]
+    for r in results:
+        by = "<br>".join(f"`{b}`" for b in r["by"]) or "-"
+        lines.append(f"| `{r['name']}` | {r['what']} | **{r['status']}** | {by} | {r['seconds']:.0f} | "
+                     f"{'; '.join(r['notes'])} |")
+    return "\n".join(lines)
+
+
+def git_state():
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.split("\n")
+        dirty = [d[3:] for d in dirty if d.strip()]
+        return f"{head}" + (f" + uncommitted changes in {', '.join(dirty)}" if dirty else " (clean)")
+    except OSError:
+        return "unknown"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="list the mutants, whether each applies, and exit")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="run only this mutant (repeatable; fnmatch patterns allowed)")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants in parallel (one tree copy each; default 1)")
+    ap.add_argument("--tests", nargs="+", help="override the test list of the selected mutants")
+    ap.add_argument("--all", action="store_true", help="no -x: report every failing test of the list")
+    ap.add_argument("--timeout", type=int, help=f"seconds per mutant (default: the mutant's, {DEFAULT_TIMEOUT})")
+    ap.add_argument("--baseline", action="store_true",
+                    help="first run the union of the selected test lists on the unmutated copy "
+                         "(a test failing there does not count as catching)")
+    ap.add_argument("--baseline-timeout", type=int, default=3600, help="seconds for the baseline run")
+    ap.add_argument("--tree", default=ROOT, help="the tree to mutate (copied, never modified)")
+    ap.add_argument("--markdown", help="also write the table here")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary copies and logs")
+    args = ap.parse_args(argv)
+
+    import fnmatch
+    names = [m.name for m in MUTANTS]
+    assert len(set(names)) == len(names), "duplicate mutant names"
+    sel = [m for m in MUTANTS if not args.only or any(fnmatch.fnmatch(m.name, p) for p in args.only)]
+    unknown = [p for p in args.only if not any(fnmatch.fnmatch(n, p) for n in names)]
+    if unknown:
+        raise SystemExit(f"--only: no mutant named {', '.join(unknown)} (see --list)")
+    if args.list:
+        for m in sel:
+            st = check_applies(m, args.tree)
+            missing = [t.split("::")[0].split(" -k ")[0] for t in m.tests
+                       if not os.path.exists(os.path.join(args.tree, t.split("::")[0].split(" -k ")[0]))]
+            print(f"{m.name:34s} {'STALE: ' + st if st else 'applies':10s}  {m.what}"
+                  + (f"  [missing: {', '.join(sorted(set(missing)))}]" if missing else ""))
+        return 0
+
+    work = tempfile.mkdtemp(prefix="mutants-")
+    pristine = os.path.join(work, "pristine")
+    copy_tree(args.tree, pristine)
+    log_dir = os.path.join(work, "logs")
+    os.makedirs(log_dir)
+    jobs = max(1, min(args.jobs, len(sel)))
+    trees = []
+    for j in range(jobs):
+        t = os.path.join(work, f"tree{j}")
+        copy_tree(pristine, t)
+        preflight(t)
+        trees.append(t)
+    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, tree {git_state()}; "
+          f"copies under {work}; {len(sel)} mutants, {jobs} job(s)", flush=True)
+    print(f"preflight: kernels imported from {preflight(trees[0])[0]}", flush=True)
+
+    baseline_failures = set()
+    if args.baseline:
+        union = []
+        for m in sel:
+            for t in (args.tests or m.tests):
+                if t not in union:
+                    union.append(t)
+        with open(os.path.join(log_dir, "baseline.log"), "w+") as log:
+            t1 = time.time()
+            status, failed, notes = run_tests(trees[0], union, False, args.baseline_timeout, log)
+        baseline_failures = set(failed)
+        print(f"baseline (unmutated copy, {len(union)} entries, {time.time() - t1:.0f} s): "
+              f"{'no failure' if status == 'survived' else status + ': ' + ', '.join(failed)}"
+              f"{'; ' + '; '.join(notes) if notes else ''}", flush=True)
+
+    results = [None] * len(sel)
+    free = list(trees)
+
+    def one(i):
+        tree = free.pop()
+        try:
+            r = run_mutant(sel[i], tree, pristine, args, log_dir)
+        finally:
+            free.append(tree)
+        bad = [b for b in r["by"] if b in baseline_failures]
+        if bad:
+            r["notes"].append(f"{', '.join(bad)} fails unmutated too (baseline)")
+        print(f"  {r['name']:34s} {r['status']:9s} {r['seconds']:6.0f} s  "
+              f"{', '.join(r['by'][:1])} {'; '.join(r['notes'])}", flush=True)
+        results[i] = r
+
+    t0 = time.time()
+    if jobs == 1:
+        for i in range(len(sel)):
+            one(i)
+    else:
+        with ThreadPoolExecutor(jobs) as ex:
+            list(ex.map(one, range(len(sel))))
+    print()
+    md = table(results)
+    print(md)
+    counts = {s: sum(r["status"] == s for r in results) for s in ("caught", "survived", "stale", "timeout", "error")}
+    print(f"\n{', '.join(f'{v} {k}' for k, v in counts.items() if v)}; {time.time() - t0:.0f} s; logs in {log_dir}")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(md + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "tree": git_state(),
+                       "results": results}, f, indent=1)
+    if not args.keep:
+        for t in [pristine, *trees]:
+            shutil.rmtree(t, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""Integration methods as values (kernels/integrate.py): LSRT2, ROS34PW2 and the
+linear-implicit Euler on one generic Rosenbrock step and one time loop.
+
+Oracles: the classical order conditions of Rosenbrock methods (Hairer &
+Wanner, Solving ODEs II, section IV.7, in the alpha/beta form), the
+stability function at infinity and on the imaginary axis, observed orders
+against a matrix exponential (linear problem with a ramp input) and against
+scipy's Radau at rtol 1e-12 (nonlinear rigid body, large rotations), and
+LSRT2's step as it was written before the refactor (copied verbatim below).
+"""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import kernels  # noqa: F401  (float64)
+from kernels import integrate, loads
+from kernels.linear_implicit_euler import LINEAR_IMPLICIT_EULER
+from kernels.lsrt2 import LSRT2
+from kernels.ros34pw2 import ROS34PW2
+from test_lsrt2 import BU, CDAMP, OMEGA, Y0, _exact_ramp, linear_system
+
+METHODS = {"lsrt2": LSRT2, "ros34pw2": ROS34PW2, "linear_implicit_euler": LINEAR_IMPLICIT_EULER}
+ORDER = {"lsrt2": 2, "ros34pw2": 3, "linear_implicit_euler": 1}
+
+
+def _conditions(b, a, g, gamma):
+    """Residuals of the order conditions up to order 3 (HW IV.7, Table 7.1)."""
+    a, g, b = np.asarray(a, float), np.asarray(g, float), np.asarray(b, float)
+    beta = a + g + gamma * np.eye(len(b))
+    alpha_i = a.sum(1)
+    beta_p = (a + g).sum(1)                       # beta'_i = sum_{j<i} beta_ij
+    return {1: [b.sum() - 1.0],
+            2: [b @ beta_p - (0.5 - gamma)],
+            3: [b @ alpha_i ** 2 - 1.0 / 3.0,
+                b @ (np.tril(beta, -1) @ beta_p) - (1.0 / 6.0 - gamma + gamma ** 2)]}
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_order_conditions(name):
+    m = METHODS[name]
+    res = _conditions(m.b, m.a, m.g, m.gamma)
+    for p in range(1, m.order + 1):
+        np.testing.assert_allclose(res[p], 0.0, atol=1e-14, err_msg=f"{name} order {p}")
+    if m.order < 3:   # and not more: the method is exactly of its order
+        assert max(abs(x) for x in res[m.order + 1]) > 1e-3
+    assert m.order == ORDER[name]
+    if m.b_hat is not None:
+        emb = _conditions(m.b_hat, m.a, m.g, m.gamma)
+        for p in range(1, m.embedded_order + 1):
+            np.testing.assert_allclose(emb[p], 0.0, atol=1e-14)
+        assert max(abs(x) for x in emb[m.embedded_order + 1]) > 1e-3
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_l_stable(name):
+    m = METHODS[name]
+    assert abs(m.stability_function(-1e12)) < 1e-10                  # R(-inf) = 0
+    y = np.logspace(-3, 6, 200)
+    assert np.all(np.abs(m.stability_function(1j * y)) <= 1 + 1e-12)   # A-stable on the axis
+    z = -np.logspace(-3, 6, 200)[:, None] * np.exp(1j * np.linspace(-1.5, 1.5, 31))[None]
+    assert np.all(np.abs(m.stability_function(z)) <= 1 + 1e-12)
+    # LSRT2's published stability function (method.md section 2)
+    if name == "lsrt2":
+        zz = np.array([-0.3, -7.0 + 2j, 0.4j])
+        G = 1 - math.sqrt(2) / 2
+        np.testing.assert_allclose(m.stability_function(zz),
+                                   (1 + (math.sqrt(2) - 1) * zz) / (1 - G * zz) ** 2, rtol=1e-13)
+
+
+def test_tableau_is_validated():
+    with pytest.raises(ValueError, match="strictly lower"):
+        integrate.RosenbrockTableau(name="bad", gamma=0.5, a=((1.0,),), g=((0.0,),), b=(1.0,))
+    with pytest.raises(ValueError, match="gamma"):
+        integrate.RosenbrockTableau(name="bad", gamma=-1.0, a=((0.0,),), g=((0.0,),), b=(1.0,))
+
+
+def _run(method, system, y0, h, n, N=1):
+    out = jax.jit(integrate.simulate, static_argnums=(0, 1, 6, 7, 8))(
+        method, system, y0[:6], y0[6:], 0.0, h, n + 1, 1, N)
+    return np.hstack([out.outputs["r"], out.outputs["v"]])
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+@pytest.mark.parametrize("N", [1, 3])
+def test_order_on_linear_problem_with_ramp_input(name, N):
+    a, b = np.array([1.0, -2.0]), np.array([3.0, 0.5])
+    sysm = linear_system(OMEGA, CDAMP, BU, lambda t: jnp.asarray(a) + jnp.asarray(b) * t)
+    T = 1.2
+    errs = []
+    for h in (0.04, 0.02, 0.01, 0.005):
+        errs.append(np.linalg.norm(_run(METHODS[name], sysm, Y0, h, int(round(T / h)), N)[-1]
+                                   - _exact_ramp(T, a, b)))
+    orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(np.abs(orders[1:] - ORDER[name]) < 0.2), (errs, orders)
+
+
+@pytest.fixture(scope="module")
+def rigid_body():
+    """A rigid body on a nonlinear bushing, large rotations (K(r) far from
+    identity), gyroscopic coupling; Radau reference at rtol 1e-12."""
+    from kernels.model import build_model
+    from kernels.system import model_system
+    from sweep.reference import radau
+    I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
+    cv = {"x": [-1.0, 0.0, 1.0], "y": [-120.0, 0.0, 60.0]}
+    tables = {"name": "pendulum", "gravity": [0, 0, -9.81],
+              "bodies": [{"index": 1, "name": "b", "mass": 2.0, "inertia": I, "position": [0.1, 0.0, -0.2]}],
+              "markers": [{"index": 1, "name": "g", "body": 0, "position": [0, 0, 0]},
+                          {"index": 2, "name": "b", "body": 1, "position": [0, 0, 0]}],
+              "bushings": [{"index": 1, "name": "pivot", "marker_1": 2, "marker_2": 1,
+                            "stiffness": [2e4, 2e4, 2e4, 0, 0, 0], "damping": [20, 20, 20, 0.05, 0.05, 0.05],
+                            "stiffness_curves": {"rx": cv, "ry": cv, "rz": cv}}],
+              "p2p": [], "wheels": {"left": 1, "right": 1}}
+    model = build_model(tables)
+    exc = loads.excitation(np.zeros((2, 6)))
+    r0 = model.r_design.at[0, 3:].set(jnp.array([0.4, -0.3, 0.5]))
+    v0 = jnp.array([[0.0, 0.1, 0.0, 3.0, -2.0, 4.0]])
+    T = 0.4
+    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=1e-12, atol_coordinates=1e-13,
+                      atol_speeds=1e-12)
+    ref = np.concatenate([rr[-1].ravel(), vv[-1].ravel()])
+    y0 = np.concatenate([np.ravel(r0), np.ravel(v0)])
+    return model_system(model, exc), y0, T, ref
+
+
+@pytest.mark.parametrize("name, N", [("ros34pw2", 1), ("ros34pw2", 3), ("linear_implicit_euler", 1),
+                                     ("linear_implicit_euler", 3)])
+def test_order_on_nonlinear_rigid_body(rigid_body, name, N):
+    """ROS34PW2 keeps order 3 with the linearisation reused for 3 steps (a
+    W-method); the linear-implicit Euler is of order 1. (LSRT2: test_lsrt2.)"""
+    sysm, y0, T, ref = rigid_body
+    hs = (4e-3, 2e-3, 1e-3, 5e-4) if name == "ros34pw2" else (1e-4, 5e-5, 2.5e-5, 1.25e-5)
+    errs = [np.linalg.norm(_run(METHODS[name], sysm, y0, h, int(round(T / h)), N)[-1] - ref) for h in hs]
+    orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(np.abs(orders[1:] - ORDER[name]) < 0.25), (errs, orders)
+
+
+def test_error_estimate_of_ros34pw2_is_of_embedded_order(rigid_body):
+    """The embedded estimate is a local error of the order-2 solution:
+    O(h^3), so halving h divides the largest estimate by ~8."""
+    sysm, y0, T, _ = rigid_body
+    norm = lambda er, ev, r, v: jnp.sqrt(jnp.mean(jnp.concatenate([er, ev]) ** 2))  # noqa: E731
+    est = []
+    for h in (2e-3, 1e-3, 5e-4):
+        traj = jax.jit(integrate.simulate, static_argnums=(0, 1, 6, 7, 8, 10))(
+            ROS34PW2, sysm, jnp.asarray(y0[:6]), jnp.asarray(y0[6:]), 0.0, h, int(round(T / h)) + 1, 1, 1,
+            None, norm)
+        est.append(float(traj.max_error))
+    ratios = np.array(est[:-1]) / np.array(est[1:])
+    assert np.all((ratios > 6.0) & (ratios < 10.0)), (est, ratios)
+
+
+def test_stiff_problem_is_stable_for_every_method():
+    from scipy.linalg import expm
+    Omega = np.diag([1.0, 10.0, 1e4, 1e6, 1e9, 1e12])
+    C = np.diag([0.2, 0.5, 100.0, 1e3, 1e5, 1e6])
+    J = np.block([[np.zeros((6, 6)), np.eye(6)], [-Omega, -C]])
+    sysm = linear_system(Omega, C, np.zeros((6, 2)), lambda t: jnp.zeros(2))
+    y0 = np.ones(12)
+    exact = expm(J * 2.0) @ y0
+    for name, m in METHODS.items():
+        ys = _run(m, sysm, y0, 1e-3, 2000)
+        assert np.all(np.isfinite(ys)) and np.abs(ys).max() < 1e4, name
+        stiff = [4, 5, 10, 11]
+        assert np.abs(ys[40:, stiff]).max() < 1e-6, name
+        tol = 2e-2 if ORDER[name] == 1 else 5e-3      # slow modes; first order: ~1 % at h = 1 ms
+        np.testing.assert_allclose(ys[-1, [0, 1, 6, 7]], exact[[0, 1, 6, 7]], rtol=tol, atol=1e-4,
+                                   err_msg=name)
+
+
+# --------------------------------------------------------------------------- LSRT2 before the refactor
+
+def _old_lsrt2_step(system, lin, lu, q1, r, v, t, h):
+    """kernels/lsrt2.py:step as of commit f1e75ac (verbatim up to names)."""
+    GAMMA = 1.0 - 2.0 ** 0.5 / 2.0
+    G21, A21, C2, B1, B2 = -GAMMA, 0.5, 0.5, 0.0, 1.0
+
+    def _kmul(K, x):
+        m = K.shape[0]
+        return jnp.einsum("mij,mj->mi", K, x.reshape(m, 6)).reshape(-1)
+    hg = h * GAMMA
+    K = lin.K
+    S = system.solver
+    rate1 = system.rates(r, v)
+    du1 = system.du(t)
+    rhs1 = q1 + hg * S.ju(lin, du1) + hg * S.jr(lin, rate1)
+    dv1 = S.solve(lu, rhs1)
+    Kdv1 = _kmul(K, dv1)
+    dr1 = rate1 + hg * Kdv1
+    r2 = r + h * A21 * dr1
+    v2 = v + h * A21 * dv1
+    q2 = system.q(r2, v2, system.u(t + C2 * h))
+    rate2 = system.rates(r2, v2)
+    rhs2 = (q2 + h * G21 * (S.jr(lin, dr1) + S.jv(lin, dv1))
+            + hg * S.jr(lin, rate2 + h * G21 * Kdv1))
+    dv2 = S.solve(lu, rhs2)
+    dr2 = rate2 + hg * _kmul(K, dv2) + h * G21 * Kdv1
+    return r + h * (B1 * dr1 + B2 * dr2), v + h * (B1 * dv1 + B2 * dv2)
+
+
+def test_lsrt2_results_unchanged_by_the_refactor(rigid_body):
+    """The generic step with LSRT2's tableau equals the pre-refactor LSRT2
+    step to 1e-12 (relative) over 200 steps with large rotations and a
+    time-varying input term."""
+    from kernels.lsrt2 import GAMMA
+    sysm, y0, T, _ = rigid_body
+    h = 1e-3
+
+    def run(stepper):
+        def body(carry, k):
+            r, v = carry
+            t = k * h
+            lin = sysm.linearise(r, v, sysm.u(t))
+            lu = sysm.solver.factor(lin, h * GAMMA)
+            return stepper(sysm, lin, lu, lin.q, r, v, t, h), None
+        (r, v), _ = jax.lax.scan(body, (jnp.asarray(y0[:6]), jnp.asarray(y0[6:])), jnp.arange(200))
+        return jnp.concatenate([r, v])
+    new = jax.jit(lambda: run(lambda *a: integrate.step(LSRT2, *a)[:2]))()
+    old = jax.jit(lambda: run(_old_lsrt2_step))()
+    np.testing.assert_allclose(new, old, rtol=1e-12, atol=1e-14)
+
+
+# --------------------------------------------------------------------------- as a sweep job
+
+def test_error_estimate_flags_a_too_large_step_and_not_the_nominal_one(tmp_path):
+    """``integrator=ros34pw2``: the job with h = 1 ms is "ok" (status 0), the
+    same job with h = 20 ms (far too coarse for the axle's modes; L-stable,
+    so it stays finite) is flagged "inaccurate" (status 3) with its values
+    kept; the toy axle keeps the compilations short."""
+    import xarray as xr
+    from test_app import cfg_of
+    from sweep.app import main
+    common = ["model=toy_trailing_arm", "integrator=ros34pw2", "loadcase.t_start=4.9", "loadcase.t_end=5.3",
+              "sweep.progress=false"]
+    out = {}
+    for dt in ("0.001", "0.02"):
+        path = tmp_path / f"h{dt}.zarr"
+        assert main(cfg_of(*common, f"integrator.dt={dt}", f"output.path={path}")) == 0
+        out[dt] = xr.open_zarr(path)
+    assert int(out["0.001"].status[0]) == 0
+    assert int(out["0.02"].status[0]) == 3
+    assert np.all(np.isfinite(out["0.02"].wheel_centre_displacement.values))   # values kept
+    assert out["0.02"].status.attrs["flag_meanings"].split()[4] == "inaccurate"
