@@ -613,7 +613,8 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
         runner = make_chunk_runner(job["model"], pset, job["exc"], job["t0"], job["dt"],
                                    job["n_samples"], job["every"], job["relin"], job["bidx"],
                                    job["solver"], job["n_dev"], job["method"], job["tolerance"])
-        what = (f"{job['method']} chunk runner: {job['model'].topology.name} "
+        label = {"lsrt2": "LSRT2", "ros34pw2": "ROS34PW2"}.get(job["method"], job["method"])
+        what = (f"{label} chunk runner: {job['model'].topology.name} "
                 f"({job['model'].topology.n_dof} DOF), "
                 f"static equilibrium + {job['n_samples']} samples of {cfg.loadcase.name}, "
                 f"{C} variant(s) per chunk on {job['n_dev']} device(s)")

@@ -223,7 +223,7 @@ def test_help_is_short_and_lists_groups():
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert len(lines) < 80, len(lines)
-    for text in ("integrator: lsrt2, radau", "model: double_wishbone", "sweep.n_variants", "cache.enabled"):
+    for text in ("integrator: linear_implicit_euler, lsrt2, radau, ros34pw2", "model: double_wishbone", "sweep.n_variants", "cache.enabled"):
         assert text in proc.stdout
     assert "hardpoints" not in proc.stdout.split("Examples")[0]
 

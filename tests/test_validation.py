@@ -62,9 +62,13 @@ def test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm(runs):
     after = x[(t >= 5.0) & (t < 5.5)] - final
     crossings = np.nonzero(np.diff(np.sign(after)) != 0)[0]
     assert len(crossings) >= 6, "oscillates"
-    peaks = [np.abs(after[a:b]).max() for a, b in zip(crossings[:-1], crossings[1:])]
-    ratios = np.array(peaks[1:5]) / np.array(peaks[:4])
-    assert np.all(ratios < 1.0) and np.all(ratios > 0.3), f"weakly damped: peak ratios {ratios}"
+    # weakly damped: the envelope decays, but slowly (two close longitudinal
+    # modes, left/right symmetric and antisymmetric, make it beat, so single
+    # successive peaks need not fall)
+    tt = t[(t >= 5.0) & (t < 5.5)]
+    env = [np.abs(after[(tt >= a) & (tt < a + 0.1)]).max() for a in (5.0, 5.1, 5.2, 5.3, 5.4)]
+    ratios = np.array(env[1:]) / np.array(env[:-1])
+    assert np.all(ratios < 1.0) and np.all(ratios > 0.3), f"weakly damped: envelope ratios {ratios}"
     assert np.abs(x[t > 5.9] - final).max() < 0.02 * abs(final), "settled by 6 s"
 
 
