@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import kernels  # noqa: F401  (float64)
-from kernels import integrate, loads
+from kernels import integrate
 from kernels.linear_implicit_euler import LINEAR_IMPLICIT_EULER
 from kernels.lsrt2 import LSRT2
 from kernels.ros34pw2 import ROS34PW2
-from test_lsrt2 import BU, CDAMP, OMEGA, Y0, _exact_ramp, linear_system
+from test_lsrt2 import BU, CDAMP, OMEGA, Y0, _exact_ramp, linear_system, rigid_body_problem
 
 METHODS = {"lsrt2": LSRT2, "ros34pw2": ROS34PW2, "linear_implicit_euler": LINEAR_IMPLICIT_EULER}
 ORDER = {"lsrt2": 2, "ros34pw2": 3, "linear_implicit_euler": 1}
@@ -99,31 +99,9 @@ def test_order_on_linear_problem_with_ramp_input(name, N):
 
 @pytest.fixture(scope="module")
 def rigid_body():
-    """A rigid body on a nonlinear bushing, large rotations (K(r) far from
-    identity), gyroscopic coupling; Radau reference at rtol 1e-12."""
-    from kernels.model import build_model
-    from kernels.system import model_system
-    from sweep.reference import radau
-    I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
-    cv = {"x": [-1.0, 0.0, 1.0], "y": [-120.0, 0.0, 60.0]}
-    tables = {"name": "pendulum", "gravity": [0, 0, -9.81],
-              "bodies": [{"index": 1, "name": "b", "mass": 2.0, "inertia": I, "position": [0.1, 0.0, -0.2]}],
-              "markers": [{"index": 1, "name": "g", "body": 0, "position": [0, 0, 0]},
-                          {"index": 2, "name": "b", "body": 1, "position": [0, 0, 0]}],
-              "bushings": [{"index": 1, "name": "pivot", "marker_1": 2, "marker_2": 1,
-                            "stiffness": [2e4, 2e4, 2e4, 0, 0, 0], "damping": [20, 20, 20, 0.05, 0.05, 0.05],
-                            "stiffness_curves": {"rx": cv, "ry": cv, "rz": cv}}],
-              "p2p": [], "wheels": {"left": 1, "right": 1}}
-    model = build_model(tables)
-    exc = loads.excitation(np.zeros((2, 6)))
-    r0 = model.r_design.at[0, 3:].set(jnp.array([0.4, -0.3, 0.5]))
-    v0 = jnp.array([[0.0, 0.1, 0.0, 3.0, -2.0, 4.0]])
-    T = 0.4
-    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=1e-12, atol_coordinates=1e-13,
-                      atol_speeds=1e-12)
-    ref = np.concatenate([rr[-1].ravel(), vv[-1].ravel()])
-    y0 = np.concatenate([np.ravel(r0), np.ravel(v0)])
-    return model_system(model, exc), y0, T, ref
+    """tests/test_lsrt2.py's rigid body on a nonlinear bushing (large
+    rotations, K(r) far from identity); Radau reference at rtol 1e-12."""
+    return rigid_body_problem()
 
 
 @pytest.mark.parametrize("name, N", [("ros34pw2", 1), ("ros34pw2", 3), ("linear_implicit_euler", 1),
