@@ -8,8 +8,12 @@ entry point that
 * runs :func:`setup` before anything is built: float64, the JAX persistent
   compilation cache (:func:`cache_dir`), console logging;
 * exits with the app's code in a single run, but *returns* it inside a
-  ``--multirun`` so that one failing job does not abort its siblings (the
-  multirun exits non-zero at the end when a job failed).
+  ``--multirun`` so that one failing job does not abort its siblings; the
+  job leaves a marker file ``FAILED_MARKER`` (its exit code) in its Hydra
+  output directory, and :class:`MultirunFailures` (a Hydra callback run in
+  the launching process, configured as ``hydra.callbacks.axle_failures``)
+  collects them at the end, so the multirun exits non-zero when a job failed
+  with any launcher, the joblib launcher's worker processes included.
 
 Logging: the apps log to the ``sweep`` logger. :class:`ConsoleHandler` writes
 plain lines (INFO to stdout, warnings and errors to stderr), the Hydra job
@@ -28,6 +32,7 @@ CONFIG_DIR = os.path.join(ROOT, "configs")
 CACHE_ENV = "AXLE_JAX_CACHE_DIR"
 LOG = logging.getLogger("sweep")
 _FAILED: list = []
+FAILED_MARKER = ".axle-job-failed"
 
 
 def xla_flags_from_env():
@@ -110,6 +115,55 @@ def in_multirun() -> bool:
         return False
 
 
+def _mark_failed(code):
+    """In a multirun job: leave ``FAILED_MARKER`` (holding the exit code) in
+    the job's Hydra output directory for :class:`MultirunFailures`."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        out = HydraConfig.get().runtime.output_dir
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, FAILED_MARKER), "w") as f:
+            f.write(str(int(code)))
+    except Exception as err:  # noqa: BLE001 - the in-process record below still holds
+        LOG.warning(f"warning: could not record the failed job ({err})")
+
+
+def _clear_failed_marker():
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        os.remove(os.path.join(HydraConfig.get().runtime.output_dir, FAILED_MARKER))
+    except Exception:  # noqa: BLE001 - no marker (the usual case)
+        pass
+
+
+def failed_jobs(sweep_dir):
+    """Exit codes of the failed jobs of a multirun under ``sweep_dir``."""
+    codes = []
+    for root, _dirs, files in os.walk(sweep_dir):
+        if FAILED_MARKER in files:
+            try:
+                with open(os.path.join(root, FAILED_MARKER)) as f:
+                    codes.append(int(f.read().strip() or 1))
+            except (OSError, ValueError):
+                codes.append(1)
+    return codes
+
+
+try:
+    from hydra.experimental.callback import Callback as _Callback
+except Exception:  # noqa: BLE001
+    _Callback = object
+
+
+class MultirunFailures(_Callback):
+    """Hydra callback (``hydra.callbacks.axle_failures``): at the end of a
+    multirun, in the launching process, collect the failed jobs' markers."""
+
+    def on_multirun_end(self, config, **kwargs):
+        codes = failed_jobs(str(config.hydra.sweep.dir))
+        _FAILED[:] = codes
+
+
 def hydra_app(main, config_name="config"):
     """A Hydra entry point (a function of no arguments) for ``main(cfg) -> code``."""
     xla_flags_from_env()
@@ -118,11 +172,14 @@ def hydra_app(main, config_name="config"):
     @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=config_name)
     def task(cfg):
         setup(cfg)
+        if in_multirun():               # a rerun into the same sweep dir starts clean
+            _clear_failed_marker()
         code = main(cfg)
         if code:
             if not in_multirun():
                 sys.exit(code)
             _FAILED.append(code)        # the other jobs of the multirun go on
+            _mark_failed(code)          # seen by MultirunFailures in the parent
         return code
 
     def run():

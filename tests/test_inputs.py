@@ -208,12 +208,15 @@ def test_tune_command_line_exits_2_with_one_line(value, reason, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_failing_multirun_job_does_not_stop_its_siblings(tmp_path):
-    """Both jobs run (each reports its own error), the multirun exits 2."""
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_failing_multirun_job_does_not_stop_its_siblings(tmp_path, launcher):
+    """Both jobs run (each reports its own error), the multirun exits 2; with
+    the joblib launcher the jobs run in worker processes (the failure reaches
+    the parent through the marker files and the Hydra callback)."""
     proc = cli("--multirun", "integrator.relinearise_every=often,seldom", f"output.path={tmp_path}/out/c.zarr",
-               f"hydra.sweep.dir={tmp_path}/multirun")
+               f"hydra.sweep.dir={tmp_path}/multirun", f"hydra/launcher={launcher}")
     assert proc.returncode == 2, proc.stderr
-    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: integrator.relinearise_every")]
+    errors = sorted(ln for ln in proc.stderr.splitlines() if ln.startswith("error: integrator.relinearise_every"))
     assert len(errors) == 2 and "'often'" in errors[0] and "'seldom'" in errors[1], proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
