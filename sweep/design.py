@@ -14,7 +14,7 @@ import csv
 import itertools
 
 import numpy as np
-from scipy.stats import qmc
+
 
 from sweep.schema import ConfigError, Int, fmt
 
@@ -51,8 +51,10 @@ def make_design(cfg, params) -> np.ndarray:
     if n < 1:
         raise ConfigError(f"sweep.n_variants = {n!r} must be >= 1")
     if kind == "lhs":
+        from scipy.stats import qmc      # lazy: scipy.stats costs ~0.5 s of start-up
         Z = qmc.LatinHypercube(d=k, seed=seed).random(n)
     elif kind == "sobol":
+        from scipy.stats import qmc
         Z = qmc.Sobol(d=k, scramble=True, seed=seed).random(n)
     else:
         Z = np.random.default_rng(seed).random((n, k))

@@ -610,32 +610,42 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
         return summary
     pset = job["pset"]
     if cfg.integrator.name in METHODS:
-        runner = make_chunk_runner(job["model"], pset, job["exc"], job["t0"], job["dt"],
-                                   job["n_samples"], job["every"], job["relin"], job["bidx"],
-                                   job["solver"], job["n_dev"], job["method"], job["tolerance"])
+        args = (job["model"], pset, job["exc"], job["t0"], job["dt"], job["n_samples"], job["every"],
+                job["relin"], job["bidx"], job["solver"], job["n_dev"], job["method"], job["tolerance"])
+        runner = make_chunk_runner(*args)
         label = {"lsrt2": "LSRT2", "ros34pw2": "ROS34PW2"}.get(job["method"], job["method"])
         what = (f"{label} chunk runner: {job['model'].topology.name} "
                 f"({job['model'].topology.n_dof} DOF), "
                 f"static equilibrium + {job['n_samples']} samples of {cfg.loadcase.name}, "
                 f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
-        run_chunk, summary["compile_s"] = compile_chunk_runner(runner, np.zeros((C, len(pset))),
-                                                               job["n_dev"], what)
+        from sweep.tracecache import fingerprint
+        run_chunk, summary["compile_s"] = compile_chunk_runner(
+            runner, np.zeros((C, len(pset))), job["n_dev"], what,
+            key=fingerprint("time_response", C, *args))
     else:
         def run_chunk(thetas, m):
             return _radau_chunk(job, thetas[:m])
     return stream_chunks(job, store, todo, run_chunk, CHANNELS, progress, summary)
 
 
-def compile_chunk_runner(runner, thetas, n_dev, what="the chunk runner"):
+def compile_chunk_runner(runner, thetas, n_dev, what="the chunk runner", key=None):
     """Compile a chunk runner (from :func:`map_variants`) once for the padded
     chunk shape of ``thetas`` (logging "compiling <what> ..." first; a
-    SIGINT / SIGTERM meanwhile stops the job). Returns (``run_chunk(thetas,
-    m)`` for :func:`stream_chunks`, compile seconds)."""
+    SIGINT / SIGTERM meanwhile stops the job). ``key`` (from
+    :func:`sweep.tracecache.fingerprint` of the runner factory's arguments)
+    lets a rerun skip tracing (one device; see :mod:`sweep.tracecache`).
+    Returns (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile
+    seconds)."""
+    from sweep import tracecache
     log.info("compiling %s (once per job) ...", what)
     tic = time.perf_counter()
-    compiled = _stop().wait(lambda: runner.lower(_place(thetas, n_dev)).compile(), doing="the compilation")
+
+    def build():
+        fn, loaded = tracecache.traced(runner, (np.asarray(thetas),), key if n_dev == 1 else None)
+        return fn.lower(_place(thetas, n_dev)).compile(), loaded
+    compiled, loaded = _stop().wait(build, doing="the compilation")
     compile_s = time.perf_counter() - tic
-    log.info("compiled in %.1f s", compile_s)
+    log.info("compiled in %.1f s%s", compile_s, " (traced program from the trace cache)" if loaded else "")
 
     def run_chunk(thetas, m):
         return jax.device_get(compiled(_place(thetas, n_dev)))

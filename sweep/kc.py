@@ -42,6 +42,7 @@ from kernels.model import ModelError
 from sweep.cube import provenance
 from sweep.design import make_design
 from sweep import engine
+from sweep.tracecache import fingerprint
 from sweep.engine import chunking, map_variants, open_job_store, parameter_attrs
 from sweep.job import model_from_config
 from sweep.params import build_parameters
@@ -261,8 +262,9 @@ def run_kc_job(cfg, cfg_yaml, progress=None):
     what = (f"K&C chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
             f"design position + {job['lc']['analysis']} ({len(job['lc']['amplitudes'])} steps), "
             f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
+    key = fingerprint("kc", C, job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
     run_chunk, summary["compile_s"] = engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)),
-                                                           job["n_dev"], what)
+                                                                  job["n_dev"], what, key=key)
     names = [*CURVES, "converged", *kc.METRICS, "compliance_matrix"]
     return engine.stream_chunks(job, store, todo, run_chunk, names, progress, summary)
 

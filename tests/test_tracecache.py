@@ -1,0 +1,64 @@
+"""Trace cache (sweep/tracecache.py): a rerun of the same job loads the traced
+chunk runner instead of tracing it, with bitwise-equal results; the key
+changes with anything the runner closes over."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from conftest import ROOT
+
+TOY = ["model=toy_trailing_arm", "loadcase.t_end=5.2", "sweep.start=4.9", "sweep.progress=false"]
+
+
+def test_fingerprint_follows_what_the_runner_closes_over(dw_model):
+    import dataclasses
+
+    from sweep.tracecache import fingerprint
+    key = fingerprint("time_response", 4, dw_model, {"a": np.arange(3.0)}, 1e-3)
+    assert key == fingerprint("time_response", 4, dw_model, {"a": np.arange(3.0)}, 1e-3)
+    # one bushing stiffness a little different -> another key
+    k = np.array(dw_model.bu_k)
+    k[0, 0] *= 1.0 + 1e-12
+    other = dataclasses.replace(dw_model, bu_k=k)
+    assert fingerprint("time_response", 4, other, {"a": np.arange(3.0)}, 1e-3) != key
+    # step size, chunk shape, nested values
+    assert fingerprint("time_response", 4, dw_model, {"a": np.arange(3.0)}, 2e-3) != key
+    assert fingerprint("time_response", 8, dw_model, {"a": np.arange(3.0)}, 1e-3) != key
+    assert fingerprint("time_response", 4, dw_model, {"a": np.arange(3.0) + 1}, 1e-3) != key
+    # something it cannot hash exactly: never reused
+    f = lambda x: x  # noqa: E731
+    assert fingerprint(f) != fingerprint(f)
+
+
+def _job(tmp_path, cache, *extra):
+    env = dict(os.environ, AXLE_JAX_CACHE_DIR=str(cache))
+    proc = subprocess.run([sys.executable, "-m", "sweep", *TOY, *extra], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_rerun_loads_the_traced_runner_with_equal_results(tmp_path):
+    cache = tmp_path / "cache"
+    first = _job(tmp_path, cache, f"output.path={tmp_path}/a.zarr")
+    assert "from the trace cache" not in first
+    assert len(os.listdir(cache / "axle-traces")) == 1
+    second = _job(tmp_path, cache, f"output.path={tmp_path}/b.zarr")
+    assert "traced program from the trace cache" in second, second
+    plain = _job(tmp_path, cache, f"output.path={tmp_path}/c.zarr", "cache.enabled=false")
+    assert "from the trace cache" not in plain
+    a, b, c = (xr.open_zarr(tmp_path / f"{n}.zarr") for n in "abc")
+    for name in ("wheel_centre_displacement", "toe", "bushing_force"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+        np.testing.assert_array_equal(a[name].values, c[name].values)
+    # a damaged entry is traced again (warning), not a failure
+    entry = cache / "axle-traces" / os.listdir(cache / "axle-traces")[0]
+    entry.write_bytes(b"not a program")
+    third = _job(tmp_path, cache, f"output.path={tmp_path}/d.zarr")
+    assert "from the trace cache" not in third
+    np.testing.assert_array_equal(a.toe.values, xr.open_zarr(tmp_path / "d.zarr").toe.values)
