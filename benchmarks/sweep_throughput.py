@@ -32,6 +32,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--micro-batch", type=int, default=0, help="lax.map groups of this many variants (0: one vmap)")
     args = ap.parse_args()
     cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
     model = model_from_config(cfg("model", "double_wishbone.yaml"))
@@ -44,7 +45,8 @@ def main():
     for B in args.batches:
         X = make_design({"design": "lhs", "n_variants": B, "seed": 0}, pset)
         run = make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, 1,
-                                list(range(len(model.topology.bushing_names))))
+                                list(range(len(model.topology.bushing_names))),
+                                micro_batch=args.micro_batch or None)
         tic = time.perf_counter()
         compiled = run.lower(X).compile()
         comp = time.perf_counter() - tic

@@ -100,7 +100,7 @@ def error_norm(tolerance):
 
 
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1, method="lsrt2", tolerance=None):
+                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None):
     """jit(vmap(variant)) : thetas (C, P) -> (channels, status, eq_iterations),
     each of ``n_dev`` devices mapping its own slice (:func:`map_variants`).
 
@@ -127,7 +127,7 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
                                       traj.outputs)
         return outs, status, eq.iterations
 
-    return map_variants(variant, n_dev)
+    return map_variants(variant, n_dev, micro_batch)
 
 
 # Largest auto chunk per device. On a CPU the throughput peaks near 256
@@ -219,13 +219,35 @@ def prepare(cfg):
     if integ.name == "radau":
         C = min(C, len(X))
     times = t0 + np.arange(n_samples) * every * dt
+    micro = micro_batch_of(sw, C, n_dev)
     tolerance = None
     if integ.name in METHODS and METHODS[integ.name].b_hat is not None:
         tolerance = tuple(float(integ.get(k, d)) for k, d in
                           (("rtol", 1e-2), ("atol_coordinates", 1e-4), ("atol_speeds", 1e-1)))
     return dict(model=model, pset=pset, X=X, exc=exc, t0=t0, t1=t1, dt=dt, every=every,
                 n_samples=n_samples, relin=relin, solver=solver, bidx=bidx, shard=shard, num_shards=nsh,
-                chunk=C, times=times, n_dev=n_dev, method=integ.name, tolerance=tolerance)
+                chunk=C, times=times, n_dev=n_dev, method=integ.name, tolerance=tolerance, micro_batch=micro)
+
+
+# Variants per micro-batch on a CPU (sweep.micro_batch: auto). Measured in
+# BENCHMARKS.md ("Micro-batching"): lax.map over groups of 32 keeps a group's
+# working set in the caches, so large chunks no longer fall off a cliff.
+AUTO_MICRO_BATCH_CPU = 32
+
+
+def micro_batch_of(sw, chunk, n_dev, platform=None):
+    """Variants per ``lax.map`` group inside a device's slice of a chunk, or
+    None for one vmap over the slice: ``sweep.micro_batch`` = auto (the
+    default: :data:`AUTO_MICRO_BATCH_CPU` on a CPU when a device's slice is
+    larger, None on accelerators, which want wide batches), 0 (off) or an
+    integer."""
+    mb = sw.get("micro_batch", "auto")
+    per_dev = -(-chunk // n_dev)
+    if mb in ("auto", None):
+        platform = platform or jax.default_backend()
+        mb = AUTO_MICRO_BATCH_CPU if platform == "cpu" else 0
+    mb = int(mb)
+    return mb if 0 < mb < per_dev else None
 
 
 def store_spec(job):
@@ -300,7 +322,7 @@ def _place(thetas, n_dev):
     return jax.device_put(jnp.asarray(thetas), NamedSharding(_mesh(n_dev), PartitionSpec("variant")))
 
 
-def map_variants(variant, n_dev=1):
+def map_variants(variant, n_dev=1, micro_batch=None):
     """``jit(vmap(variant))`` over the leading axis; on ``n_dev`` > 1 devices
     every device maps its own slice of the chunk (``jax.shard_map``).
 
@@ -311,8 +333,15 @@ def map_variants(variant, n_dev=1):
     across devices in every iteration; with shard_map each device tests only
     its own variants, there is no cross-device communication at all (and on
     XLA's CPU client the cross-device all-reduce inside a while loop was
-    measured to hang a 4096-variant job). Results per variant are the same."""
-    f = jax.vmap(variant)
+    measured to hang a 4096-variant job). Results per variant are the same.
+
+    ``micro_batch`` = B: each device runs its slice as ``lax.map`` over groups
+    of B variants, vmapped inside (the working set of a group stays in the
+    CPU caches; issue 16, BENCHMARKS.md). None or 0: one vmap over the slice."""
+    if micro_batch:
+        f = lambda thetas: jax.lax.map(variant, thetas, batch_size=int(micro_batch))  # noqa: E731
+    else:
+        f = jax.vmap(variant)
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
         # check_vma=False: the kernels know nothing of meshes (no pcast of loop
@@ -611,13 +640,15 @@ def run_time_response_job(cfg, cfg_yaml, progress=None):
     pset = job["pset"]
     if cfg.integrator.name in METHODS:
         args = (job["model"], pset, job["exc"], job["t0"], job["dt"], job["n_samples"], job["every"],
-                job["relin"], job["bidx"], job["solver"], job["n_dev"], job["method"], job["tolerance"])
+                job["relin"], job["bidx"], job["solver"], job["n_dev"], job["method"], job["tolerance"],
+                job["micro_batch"])
         runner = make_chunk_runner(*args)
         label = {"lsrt2": "LSRT2", "ros34pw2": "ROS34PW2"}.get(job["method"], job["method"])
         what = (f"{label} chunk runner: {job['model'].topology.name} "
                 f"({job['model'].topology.n_dof} DOF), "
                 f"static equilibrium + {job['n_samples']} samples of {cfg.loadcase.name}, "
-                f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
+                f"{C} variant(s) per chunk on {job['n_dev']} device(s)"
+                + (f" in groups of {job['micro_batch']}" if job["micro_batch"] else ""))
         from sweep.tracecache import fingerprint
         run_chunk, summary["compile_s"] = compile_chunk_runner(
             runner, np.zeros((C, len(pset))), job["n_dev"], what,

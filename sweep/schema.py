@@ -236,6 +236,8 @@ SWEEP = Map({
     "start": Optional(Float(unit="s")), "every": Optional(Int(ge=1)),
     "chunk_size": Either(Literal("auto"), Literal(None), Int(ge=1), reason="must be an integer >= 1 or auto"),
     "memory_budget_gb": Float(gt=0, unit="GiB"), "shard": Int(ge=0), "num_shards": Int(ge=1),
+    "micro_batch": Either(Literal("auto"), Literal(None), Int(ge=0),
+                          reason="must be an integer >= 0 (0: off) or auto"),
     "progress": Bool(), "verify": Bool(), "table": Str(),
     "levels": Either(Int(ge=1), List(Int(ge=1), min_length=1),
                      reason="must be an integer >= 1 or one per parameter"),
@@ -251,9 +253,14 @@ JOB = Map({"integrator": INTEGRATOR, "loadcase": LOADCASE, "sweep": SWEEP, "outp
 
 OBJECTIVE = {"metric": Str(), "target": Float(), "weight": Float(ge=0), "scale": Optional(Float(gt=0)),
              "side": Str()}
+# bounds in the metric's display units (the metric, lower <= upper and "at
+# least one bound" are checked by sweep.tune.problem.parse_constraints)
+CONSTRAINT = {"metric": Str(), "side": Str(), "lower": Optional(Float()), "upper": Optional(Float()),
+              "weight": Float(gt=0), "scale": Optional(Float(gt=0)), "tolerance": Float(ge=0)}
 TUNE = Map({
     "parameters": Optional(Each(PARAMETER)),
     "objectives": Optional(Each(OBJECTIVE)),
+    "constraints": Optional(Each(CONSTRAINT)),
     "kc": Map({"loaded_radius": Float(gt=0, unit="m"), "brake_lock_stiffness": Float(ge=0),
                "tolerance": Float(gt=0)}),
     "time_response": Map({"t_end": Float(gt=0, unit="s"), "step_time": Float(ge=0, unit="s"),
@@ -262,7 +269,8 @@ TUNE = Map({
                           "checkpoint_block": Int(ge=1), "solver": Str()}),
     "optimizer": Map({"name": Str(), "learning_rate": Float(gt=0), "decay": Float(ge=0),
                       "iterations": Int(ge=0), "n_starts": Int(ge=1), "seed": Int(ge=0),
-                      "start": Optional(Map(values=Float())), "gtol": Float(ge=0), "memory": Int(ge=1)}),
+                      "start": Optional(Map(values=Float())), "gtol": Float(ge=0), "memory": Int(ge=1),
+                      "constraint_rounds": Int(ge=1)}),
     "targets_from": Optional(Map(values=Float())),
     "gradient_check": Map({"enabled": Bool(), "step": Float(gt=0)}),
     "output": Map({"path": Str(suffix=".zarr"), "overwrite": Bool()}),
