@@ -109,14 +109,27 @@ class ParameterSet:
                                   f"[{fmt(p.lower)}, {fmt(p.upper)}]")
 
     def apply(self, model, theta):
-        """Model with the parameter vector theta (n_params,) applied (pure, vmappable)."""
+        """Model with the parameter vector theta (n_params,) applied: the one
+        way parameters reach a model (sweeps and tuning alike).
+
+        ``scale``: the entries of the parameter's field are multiplied by
+        theta_i [1]; ``value``: they are set to theta_i (the coefficient's SI
+        unit: N/m, N m/rad, N s/m, N m s/rad). Parameters act in order, so
+        two parameters on the same entry compose (scale: product; value then
+        scale: the scaled value).
+
+        Pure, jit/vmap-safe and differentiable with respect to theta (and the
+        model): each parameter's index has unique entries (checked in
+        :func:`build_parameters`), so the scatters are declared
+        ``unique_indices=True`` - JAX differentiates ``.at[].multiply`` only
+        then (its reverse rule needs each entry written once)."""
         updates = {}
         for i, p in enumerate(self.params):
             arr = updates.get(p.field, getattr(model, p.field))
             if p.mode == "scale":
-                arr = arr.at[p.index].multiply(theta[i])
+                arr = arr.at[p.index].multiply(theta[i], unique_indices=True)
             else:
-                arr = arr.at[p.index].set(theta[i])
+                arr = arr.at[p.index].set(theta[i], unique_indices=True)
             updates[p.field] = arr
         if not updates:
             return model
@@ -199,7 +212,10 @@ def build_parameters(spec, model) -> ParameterSet:
             raise ConfigError(f"{what}.bounds = [{lo}, {hi}]: a log scale needs positive bounds")
         if not lo <= nominal <= hi:
             raise ConfigError(f"{what}.nominal = {nominal} is outside bounds [{lo}, {hi}]")
-        out.append(Parameter(name, target, field, tuple(np.asarray(i) for i in index), mode,
-                             nominal, lo, hi, scale))
+        index = tuple(np.asarray(i) for i in index)
+        # ParameterSet.apply declares its scatters unique_indices=True
+        if len({tuple(int(a[j]) for a in index) for j in range(len(index[0]))}) != len(index[0]):
+            raise AssertionError(f"{what}: repeated entries in the parameter's index (internal error)")
+        out.append(Parameter(name, target, field, index, mode, nominal, lo, hi, scale))
     return ParameterSet(out)
 

@@ -3,6 +3,7 @@ their equilibria are built and compiled once per test session (compiled
 functions such as ``sweep.job.lsrt2_run`` are cached by their static
 arguments, so tests that call them alike share one compilation)."""
 import os
+import sys
 import tempfile
 
 import numpy as np
@@ -17,6 +18,11 @@ import kernels  # noqa: F401  (float64)
 import jax.numpy as jnp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the repository root on sys.path also under a plain `pytest` (not only
+# `python -m pytest` from the root): tests import `tests.*` and the
+# repository-only `validation` package (not installed with kernels/sweep)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 CHECK_CUBE = os.path.join(SHARED, "tools", "check_cube.py")
 

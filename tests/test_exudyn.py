@@ -1,5 +1,5 @@
 """Cross-check of the engine against an independent multibody code, Exudyn
-(sweep/crosscheck_exudyn.py, docs/crosscheck.md).
+(validation/crosscheck_exudyn.py, docs/crosscheck.md).
 
 The double-wishbone axle is generated in Exudyn from the kernels' Model, in
 two bushing formulations:
@@ -28,7 +28,7 @@ pytest.importorskip("exudyn")
 import jax.numpy as jnp  # noqa: E402
 
 from kernels import loads, metrics  # noqa: E402
-from sweep import crosscheck_exudyn as cx  # noqa: E402
+from validation import crosscheck_exudyn as cx  # noqa: E402  (repository root: tests/conftest.py)
 
 T_STATIC = 4.9      # s: loads at the start of the compared window (Fz only)
 SIDES = ("left", "right")

@@ -78,6 +78,19 @@ def test_checkpointed_reverse_pass_needs_bounded_memory():
     ("+optimizer.start.spring=1.0", "optimizer.start.spring: not a tuned parameter"),
     ("optimizer.name=sgd", "optimizer.name = 'sgd' is not one of adam, lbfgs"),
     ("parameters.upper_arm_radial.bounds=[2.0,0.5]", "parameters.upper_arm_radial.bounds = [2.0, 0.5] are reversed"),
+    # constraints
+    ("+constraints.bs={metric: bump_stear, upper: 3.0}", "constraints.bs.metric = 'bump_stear' is not a K&C metric"),
+    ("+constraints.bs={metric: bump_steer, lower: 3.0, upper: 2.0}",
+     "constraints.bs.lower = 3.0: must be <= constraints.bs.upper = 2.0"),
+    ("+constraints.bs={metric: bump_steer, upper: nan}", "constraints.bs.upper = nan: must be a finite number"),
+    ("+constraints.bs={metric: bump_steer, lower: -inf}", "constraints.bs.lower = -inf: must be a finite number"),
+    ("+constraints.bs={metric: bump_steer}", "constraints.bs: give lower and/or upper"),
+    ("+constraints.bs={metric: bump_steer, side: both, upper: 1.0}", "constraints.bs.side = 'both' is not one of"),
+    ("+constraints.bs={metric: bump_steer, upper: 1.0, weight: 0}", "constraints.bs.weight = 0: must be > 0"),
+    ("+constraints.bs={metric: bump_steer, upper: 0.0}", "constraints.bs.scale = null: the bounds are 0"),
+    ("+constraints.bs={metric: bump_steer, max: 1.0}", "constraints.bs.max: unknown key"),
+    ("+constraints.toe_braking={metric: bump_steer, upper: 1.0}",
+     "constraints.toe_braking: the name is taken by objectives.toe_braking"),
 ])
 def test_bad_tune_config_is_one_line_before_compute(override, message, capsys, tmp_path):
     from sweep.tune import main
@@ -134,9 +147,11 @@ def recovery(tmp_path_factory, jax_cache):
     factors, gradient check at the start, optimisation from the start."""
     path = tmp_path_factory.mktemp("recovery") / "history.zarr"
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=jax_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    # cache.dir: python -m sweep.tune sets the cache directory itself (entry.setup: cache.dir, else
+    # $AXLE_JAX_CACHE_DIR), so JAX_COMPILATION_CACHE_DIR alone would not reach it
     proc = subprocess.run([sys.executable, "-m", "sweep.tune", *recovery_overrides(60, path),
-                           "gradient_check.enabled=true"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900, env=env)
+                           "gradient_check.enabled=true", f"cache.dir={jax_cache}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return path, proc
 
@@ -172,6 +187,101 @@ def test_recovery_of_six_bushing_factors_from_a_perturbed_start(recovery):
     J = ds.objective.values[:, ds.attrs["best_start"]]
     assert np.all(np.diff(J) <= 1e-15 * J[0]) and J[-1] < 1e-8 * J[0]   # monotone, converged
     assert "iter" in proc.stdout and "reached" in proc.stdout
+
+
+# --------------------------------------------------------------------------- constraints (side-effect bounds)
+
+CONSTRAINED = "settling_displacement"      # the recovery problem's last response (time response, left)
+CONSTRAINT_TOL = 1e-3                       # relative to |bound|: the default tolerance of a constraint
+
+
+def test_constraint_errors_are_config_errors():
+    from sweep.schema import ConfigError
+    from sweep.tune import parse_constraints
+    with pytest.raises(ConfigError, match=r"^constraints.c.lower = 2.0: must be <= constraints.c.upper = 1.0$"):
+        parse_constraints({"c": {"metric": "bump_steer", "lower": 2.0, "upper": 1.0}})
+    with pytest.raises(ConfigError, match=r"^constraints.c.metric = 'steer' is not a K&C metric"):
+        parse_constraints({"c": {"metric": "steer", "upper": 1.0}})
+    c, = parse_constraints({"c": {"metric": "compliance.x.fx", "side": "left", "lower": -2.0, "upper": 0.5}})
+    assert (c["scale"], c["tolerance"], c["weight"], c["compliance"]) == (2.0, 2e-3, 1e2, (0, 0))
+
+
+@pytest.fixture(scope="module")
+def constrained(recovery, jax_cache, tmp_path_factory):
+    """The recovery problem with its last objective (settling displacement,
+    left wheel) turned into a one-sided bound halfway between its value at
+    start 0 and at the unconstrained optimum (the known factors, which the
+    recovery run reaches): start 0 is feasible, the unconstrained optimum is
+    not. The responses are the same, in the same order, so the compiled
+    step is the recovery run's (bounds and multipliers are data of the
+    program, like targets): python -m sweep.tune loads it from the
+    persistent compilation cache the recovery run left; what remains is
+    tracing (~1 min) and 2 rounds of <= 60 iterations."""
+    rpath, _ = recovery
+    ds = xr.open_zarr(rpath)
+    i = list(ds.objective_name.values).index(CONSTRAINED)
+    at_start = float(ds.response.values[0, 0, i])
+    optimum = yaml.safe_load(open(str(rpath)[:-5] + "_design.yaml"))["objectives"][CONSTRAINED]["reached"]
+    bound = optimum + 0.5 * (at_start - optimum)
+    side = "upper" if at_start < optimum else "lower"
+    path = tmp_path_factory.mktemp("constrained") / "history.zarr"
+    over = recovery_overrides(60, path)           # per round (optimizer.constraint_rounds: 5)
+    over.remove(f"+objectives.{CONSTRAINED}={{metric: {CONSTRAINED}, side: left, target: 1.0}}")
+    over.append(f"+constraints.settle={{metric: {CONSTRAINED}, side: left, {side}: {bound!r}}}")
+    over.append(f"cache.dir={jax_cache}")
+    proc = subprocess.run([sys.executable, "-m", "sweep.tune", *over], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return path, proc, dict(bound=bound, side=side, at_start=at_start, optimum=optimum)
+
+
+def test_constraint_holds_where_the_unconstrained_optimum_violates_it(constrained):
+    """The constrained run ends on its bound (within CONSTRAINT_TOL |bound|,
+    the reported tolerance) while the unconstrained optimum lies 50 % of the
+    start's distance beyond it; the objective of the 15 other responses
+    still improves (by more than 10x; measured 2.0 -> 0.041), but cannot
+    reach 0 as without the constraint (recovery: 1e-24)."""
+    path, proc, c = constrained
+    bound, sign = c["bound"], (1.0 if c["side"] == "upper" else -1.0)
+    tol = CONSTRAINT_TOL * abs(bound)
+    # the unconstrained optimum (recovery run) violates the bound by far more than the tolerance
+    assert sign * (c["optimum"] - bound) > 100 * tol
+    assert sign * (c["at_start"] - bound) < 0                       # start 0 is feasible
+    design = yaml.safe_load(open(str(path)[:-5] + "_design.yaml"))
+    con = design["constraints"]["settle"]
+    assert con["holds"] and con[c["side"]] == bound and con["units"] == "mm"
+    assert sign * (con["reached"] - bound) <= tol                   # within the bound (+ tolerance)
+    assert abs(con["reached"] - bound) <= tol                       # active: on the bound
+    ds = xr.open_zarr(path)
+    best = ds.attrs["best_start"]
+    track = ds.objective.values[:, best] - ds.penalty.values[:, best]
+    assert track[-1] < 0.1 * track[0]                               # the objective still improves ...
+    assert track[-1] > 1e-3                                         # ... to a compromise, not to 0
+    # J (the tuner's JAX objective) = tracking + augmented-Lagrangian term, both recomputed
+    # here from the stored responses and the reported multiplier (numpy)
+    mu = con["multiplier"][c["side"]]
+    assert mu > 0                                                   # the bound is active
+    t, w, s = (ds[k].values for k in ("target", "weight", "scale"))
+    y = ds.response.values[-1, best]
+    rho, sigma = 1e2, mu / (2 * 1e2)                                # default weight of a constraint
+    g = sign * (con["reached"] - bound) / abs(bound)
+    assert ds.objective.values[-1, best] == pytest.approx(
+        np.sum(w * ((y - t) / s) ** 2) + rho * (max(g + sigma, 0.0) ** 2 - sigma ** 2), rel=1e-9)
+    # the history: constraint values per iteration and start, with units and long name
+    v = ds["constraint_settle"]
+    assert v.dims == ("iteration", "start") and v.attrs["units"] == "mm"
+    assert CONSTRAINED in v.attrs["long_name"] and v.attrs[c["side"]] == bound
+    assert v.values[-1, best] == con["reached"]
+    assert ds.penalty.attrs["units"] == "1" and "constraint term" in ds.penalty.attrs["long_name"]
+    assert ds["round"].dims == ("iteration",) and ds["round"].values[-1] == design["rounds"] - 1
+    assert CONSTRAINED not in list(ds.objective_name.values)
+    # logged at the start (start 0 holds) and at the end
+    out = proc.stdout
+    assert "constraints at start 0" in out and "constraints at the end" in out
+    start_line = out.split("constraints at start 0")[1].splitlines()[1]
+    end_line = out.split("constraints at the end")[1].splitlines()[1]
+    assert "settle" in start_line and start_line.rstrip().endswith("holds")
+    assert "settle" in end_line and ": holds" in end_line
 
 
 # --------------------------------------------------------------------------- notebook

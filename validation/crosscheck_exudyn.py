@@ -42,7 +42,17 @@ Mapping (what is identical and what is not):
   ``LoadTorqueVector`` at the wheel body origin, vehicle frame).
 
 Units: SI throughout (m, kg, s, N, N m, rad). ``exudyn`` is imported lazily
-inside the functions, so :mod:`sweep` imports without it.
+inside the functions, so this module imports without it.
+
+This is validation code, not part of the installed packages (``kernels``,
+``sweep``): it lives in ``validation/`` of the repository and is run by
+``tests/test_exudyn.py``. It uses only public names of ``kernels`` (the
+Model fields, :func:`kernels.dynamics.linearise`) and two module constants
+of its numerics, :data:`kernels.forces.DAMPER_BLEND` (compression/rebound
+blend width) and :data:`kernels.loads.STEP_TOL` (when a step counts as
+switched); the P2P law it re-implements is the one of the private
+:func:`kernels.model._p2p_law`, read back from the Model's arrays (not
+imported).
 """
 from __future__ import annotations
 
