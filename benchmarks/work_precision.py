@@ -1,0 +1,554 @@
+"""Work-precision diagram of the fixed-step methods (issue 13, item 3).
+
+    .venv/bin/python benchmarks/work_precision.py            # full: 2 axles x 3 methods x 5 h x 4 N
+    .venv/bin/python benchmarks/work_precision.py --quick    # smoke run: double wishbone, h = 1, 2 ms, N = 1, 4
+    .venv/bin/python benchmarks/work_precision.py --retime benchmarks/results/work_precision.json
+                                                             # second timing pass (best of both), rewrites outputs
+    .venv/bin/python benchmarks/work_precision.py --from-json benchmarks/results/work_precision.json
+                                                             # redraw PNG and table from a finished run
+
+For each axle (``configs/model/<axle>.yaml``) under the longitudinal step
+(``configs/loadcase/longitudinal_step.yaml``), each method of
+:data:`kernels.methods.METHODS` (lsrt2, ros34pw2, linear_implicit_euler),
+each step h in {0.25, 0.5, 1, 2, 4} ms and each re-linearisation interval
+N in {1, 2, 4, 8} (``relinearise_every``):
+
+* accuracy: the NMSE of method.md section 3 against the Radau reference
+  (``sweep.reference.radau``, rtol 1e-8, as the suite and the tests),
+  ``NMSE = mean((y - y_ref)^2) / mean(y_ref)^2`` over the load case's
+  ``nmse_window`` (4.9 s <= t <= 6.0 s), both sides pooled, for the two
+  signals of the README table: the longitudinal wheel-centre displacement
+  and the longitudinal force in the reference bushings
+  (``sweep.cube.pooled_signals`` + ``kernels.metrics.nmse``, the functions
+  behind the README table), sampled at every step of the method;
+* work: wall time of the run alone (compile excluded, best of ``--repeat``
+  runs of the same compiled executable) per simulated second, and per step.
+
+The runs go through the single-variant path of the app and of
+``benchmarks/single_variant.py`` (``sweep.job.lsrt2_run``, lowered and
+compiled once per combination, all channels at every step, block solver,
+float64). They start at ``--t-start`` (default 4.5 s) in the static
+equilibrium under the loads there; the load case starts at rest in
+equilibrium, so any start before the step at 5.0 s gives the same response
+(the loadcase yaml) and the window only needs the run to cover 4.9-6.0 s.
+The Radau reference is computed once per axle per invocation, on the grid of
+the smallest h (every other h samples a subset of it). A combination whose
+state goes non-finite is reported as ``non-finite``, one whose NMSE exceeds 1
+(error as large as the signal) as ``diverged``; neither stops the run.
+
+Writes ``benchmarks/results/work_precision.{json,md,png}``
+(``work_precision_quick.*`` with ``--quick``; ``--out-dir`` elsewhere). The
+JSON is rewritten after every combination, so a killed run keeps what it
+measured. A section "## Which method when" already in the markdown file
+(written by hand from the figures) is carried over when the table is
+rewritten - re-check it against the new table.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import yaml
+
+import kernels  # noqa: F401  (float64)
+from kernels import loads, metrics
+from kernels.methods import METHODS
+from sweep.cube import pooled_signals
+from sweep.job import equilibrium, lsrt2_run, make_channels, model_from_config, sample_grid
+from sweep.loadcase import build_excitation
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from single_variant import machine  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+AXLES = ("double_wishbone", "multilink")
+METHOD_NAMES = ("lsrt2", "ros34pw2", "linear_implicit_euler")
+H_MS = (0.25, 0.5, 1.0, 2.0, 4.0)
+RELINEARISE = (1, 2, 4, 8)
+# (name in sweep.cube.pooled_signals, key in the results)
+SIGNALS = (("wheel_displacement", "displacement"), ("bushing_force", "force"))
+DIVERGED_NMSE = 1.0
+WHICH_HEADING = "## Which method when"
+REF_RTOL = 1e-8
+
+
+@dataclasses.dataclass
+class Case:
+    """One axle under one load case, started at t0 in its static equilibrium."""
+    name: str
+    model: object
+    exc: object
+    t0: float
+    t1: float
+    window: tuple
+    r_eq: jax.Array
+    loadcase: str
+
+
+def _yaml(*p):
+    with open(os.path.join(ROOT, "configs", *p)) as f:
+        return yaml.safe_load(f)
+
+
+def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, window=None):
+    """The axle ``configs/model/<axle>.yaml`` under ``configs/loadcase/<loadcase>.yaml``
+    started at ``t_start`` (and ended at ``t_end``, default the load case's);
+    NMSE window ``window`` (default the load case's ``nmse_window``)."""
+    model = model_from_config(_yaml("model", f"{axle}.yaml"))
+    lc = dict(_yaml("loadcase", f"{loadcase}.yaml"))
+    lc["t_start"] = float(t_start)
+    if t_end is not None:
+        lc["t_end"] = float(t_end)
+    exc, t0, t1 = build_excitation(lc)
+    win = tuple(float(x) for x in (window or lc.get("nmse_window", (4.9, 6.0))))
+    if not (t0 <= win[0] < win[1] <= t1 + 1e-12):
+        raise ValueError(f"NMSE window {win} is not inside the run {t0}-{t1} s")
+    eq = equilibrium(model, loads.u_at(exc, t0))
+    if not bool(eq.converged):
+        raise RuntimeError(f"{axle}: static equilibrium at t = {t0} s did not converge")
+    return Case(axle, model, exc, t0, t1, win, eq.r, loadcase)
+
+
+@jax.jit
+def _channels_of_states(model, r_eq, r, v):
+    """The job's channels (``sweep.job.make_channels``) at a sequence of states
+    (compiled once: eager vmap would dispatch op by op)."""
+    ch = make_channels()
+    return jax.vmap(lambda rr, vv: ch(model, rr, vv, r_eq))(r, v)
+
+
+def reference(case, dt, rtol=REF_RTOL):
+    """Radau reference channels at t0 + k dt (every step of the finest h), once per axle."""
+    from sweep.reference import radau
+    n = sample_grid(case.t0, case.t1, dt, 1)
+    t = case.t0 + np.arange(n) * dt
+    tic = time.perf_counter()
+    _, r, v = radau(case.model, case.exc, case.r_eq, jnp.zeros_like(case.r_eq), t, rtol=rtol)
+    out = _channels_of_states(case.model, case.r_eq, jnp.asarray(r), jnp.asarray(v))
+    out = {k: np.asarray(out[k]) for k in ("wheel_centre_displacement", "bushing_force")}
+    return {"t": t, "dt": dt, "channels": out, "rtol": rtol, "wall_s": time.perf_counter() - tic}
+
+
+def _window_mask(t, window):
+    return (t >= window[0] - 1e-9) & (t <= window[1] + 1e-9)
+
+
+def nmse_of(case, out, ref_channels, t):
+    """NMSE (method.md section 3) of both README signals over the case's window,
+    both sides pooled, with the project's functions: {key: value}."""
+    sel = np.tile(_window_mask(t, case.window), 2)
+    res = {}
+    for what, key in SIGNALS:
+        y = pooled_signals(out, case.model, what)[sel]
+        y_ref = pooled_signals(ref_channels, case.model, what)[sel]
+        res[key] = float(metrics.nmse(y, y_ref))
+    return res
+
+
+def measure(case, ref, method, h, relinearise_every, repeat=3):
+    """One combination: compile once, run ``repeat`` times (best time), NMSE of the
+    first run's outputs. Never raises for a run that blows up: the row's
+    ``status`` says ok / non-finite / diverged / error."""
+    row = {"axle": case.name, "method": method, "h_ms": round(h * 1e3, 6),
+           "relinearise_every": int(relinearise_every)}
+    try:
+        n = sample_grid(case.t0, case.t1, h, 1)
+        stride = h / ref["dt"]
+        if abs(stride - round(stride)) > 1e-9:
+            raise ValueError(f"h = {h} is not a multiple of the reference grid {ref['dt']}")
+        stride = int(round(stride))
+        args = (case.model, case.exc, case.r_eq, case.t0, h)
+        kw = dict(n_samples=n, every=1, relinearise_every=int(relinearise_every), method=method)
+        tic = time.perf_counter()
+        compiled = lsrt2_run.lower(*args, **kw).compile()
+        row["compile_s"] = time.perf_counter() - tic
+        runs, out = [], None
+        for _ in range(max(1, repeat)):
+            tic = time.perf_counter()
+            res = jax.block_until_ready(compiled(*args))
+            runs.append(time.perf_counter() - tic)
+            if out is None:
+                out = {k: np.asarray(res[k]) for k in ("wheel_centre_displacement", "bushing_force")}
+            del res
+        del compiled
+        steps = n - 1
+        best = min(runs)
+        row.update(steps=steps, simulated_s=case.t1 - case.t0, run_s=runs, best_run_s=best,
+                   us_per_step=1e6 * best / steps, wall_s_per_simulated_s=best / (case.t1 - case.t0))
+        t = case.t0 + np.arange(n) * h
+        ref_ch = {k: v[::stride] for k, v in ref["channels"].items()}
+        assert ref_ch["wheel_centre_displacement"].shape[0] == n, "reference grid does not match"
+        if not all(np.all(np.isfinite(v)) for v in out.values()):
+            row["status"] = "non-finite"
+            row.update({f"nmse_{key}": None for _, key in SIGNALS})
+        else:
+            vals = nmse_of(case, out, ref_ch, t)
+            row.update({f"nmse_{k}": v for k, v in vals.items()})
+            bad = [v for v in vals.values() if not math.isfinite(v) or v > DIVERGED_NMSE]
+            row["status"] = "diverged" if bad else "ok"
+    except Exception as err:  # noqa: BLE001 - one broken combination must not end the diagram
+        row["status"] = f"error: {type(err).__name__}: {err}".splitlines()[0][:300]
+        row["traceback"] = traceback.format_exc()[-2000:]
+        row.update({f"nmse_{key}": row.get(f"nmse_{key}") for _, key in SIGNALS})
+    return row
+
+
+def work_precision(axles=AXLES, methods=METHOD_NAMES, h_ms=H_MS, relinearise=RELINEARISE,
+                   repeat=3, t_start=4.5, t_end=None, window=None, loadcase="longitudinal_step",
+                   ref_rtol=REF_RTOL, on_row=None, log=print, done=()):
+    """The core: every combination on every axle; returns the results dict
+    (``entries``: one row per combination; ``references``: Radau run per axle).
+    ``on_row(results)`` is called after every combination (incremental writes);
+    ``done``: rows of an interrupted run to keep instead of measuring again."""
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"unknown method {m!r}; known: {sorted(METHODS)}")
+    hs = sorted(float(x) * 1e-3 for x in h_ms)
+    res = {"entries": [], "references": {}, "t_start": float(t_start), "loadcase": loadcase,
+           "methods": list(methods), "h_ms": [round(h * 1e3, 6) for h in hs],
+           "relinearise_every": [int(n) for n in relinearise], "repeat": int(repeat),
+           "solver": "block", "dtype": "float64", "nmse_divergence_threshold": DIVERGED_NMSE}
+    key = lambda e: (e["axle"], e["method"], round(float(e["h_ms"]), 6), int(e["relinearise_every"]))  # noqa: E731
+    kept = {key(e): e for e in done if "run_s" in e}
+    for axle in axles:
+        todo = [(m, N, h) for m in methods for N in relinearise for h in hs
+                if (axle, m, round(h * 1e3, 6), int(N)) not in kept]
+        if not todo:
+            res["entries"] += [kept[(axle, m, round(h * 1e3, 6), int(N))]
+                               for m in methods for N in relinearise for h in hs]
+            continue
+        case = load_case(axle, loadcase, t_start, t_end, window)
+        res.update(t_end=case.t1, window=list(case.window))
+        log(f"{axle}: Radau reference {case.t0}-{case.t1} s every {hs[0] * 1e3:g} ms ...")
+        ref = reference(case, hs[0], ref_rtol)
+        res["references"][axle] = {"rtol": ref["rtol"], "dt_ms": hs[0] * 1e3, "wall_s": ref["wall_s"],
+                                   "samples": len(ref["t"])}
+        log(f"{axle}: reference took {ref['wall_s']:.1f} s")
+        for method in methods:
+            for N in relinearise:
+                for h in hs:
+                    row = kept.get((axle, method, round(h * 1e3, 6), int(N)))
+                    if row is None:
+                        row = measure(case, ref, method, h, N, repeat)
+                        # each compiled executable keeps ~1-3k memory maps until the caches
+                        # are cleared: ~20 combinations reached vm.max_map_count (65530) and
+                        # LLVM failed with "Cannot allocate memory"
+                        jax.clear_caches()
+                    res["entries"].append(row)
+                    log(_row_line(row))
+                    if on_row is not None:
+                        on_row(res)
+    return res
+
+
+def retime(res, repeat=3, on_row=None, log=print):
+    """A second timing pass over a finished run (``--retime``): every entry
+    that ran is compiled again (a hit in the persistent compilation cache when
+    it is on) and run ``repeat`` more times, in reverse order, so that a
+    burst of load on the shared machine does not hit a combination in both
+    passes; its time becomes the best of all runs. NMSE values are kept (the
+    runs are deterministic)."""
+    cases = {}
+    for row in reversed(res["entries"]):
+        if "run_s" not in row:
+            continue
+        axle = row["axle"]
+        if axle not in cases:
+            cases[axle] = load_case(axle, res.get("loadcase", "longitudinal_step"), res["t_start"],
+                                    res.get("t_end"), res.get("window"))
+        case = cases[axle]
+        h = row["h_ms"] * 1e-3
+        n = sample_grid(case.t0, case.t1, h, 1)
+        args = (case.model, case.exc, case.r_eq, case.t0, h)
+        kw = dict(n_samples=n, every=1, relinearise_every=row["relinearise_every"], method=row["method"])
+        try:
+            compiled = lsrt2_run.lower(*args, **kw).compile()
+            for _ in range(max(1, repeat)):
+                tic = time.perf_counter()
+                jax.block_until_ready(compiled(*args))
+                row["run_s"].append(time.perf_counter() - tic)
+            del compiled
+            jax.clear_caches()
+        except Exception as err:  # noqa: BLE001
+            row["retime_error"] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+        best = min(row["run_s"])
+        row.update(best_run_s=best, us_per_step=1e6 * best / row["steps"],
+                   wall_s_per_simulated_s=best / row["simulated_s"])
+        log(_row_line(row) + f" (best of {len(row['run_s'])})")
+        if on_row is not None:
+            on_row(res)
+    res["repeat"] = len(next((e["run_s"] for e in res["entries"] if "run_s" in e), [])) or res.get("repeat")
+    return res
+
+
+def _ref_rtol(res):
+    return next(iter(res.get("references", {}).values()), {}).get("rtol", REF_RTOL)
+
+
+def _fmt(x, spec=".2e"):
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _row_line(row):
+    return (f"{row['axle']} {row['method']} h={row['h_ms']:g} ms N={row['relinearise_every']}: "
+            f"NMSE disp {_fmt(row.get('nmse_displacement'))} force {_fmt(row.get('nmse_force'))}, "
+            f"{_fmt(row.get('us_per_step'), '.0f')} us/step, "
+            f"{_fmt(row.get('wall_s_per_simulated_s'), '.3f')} s/s (compile {_fmt(row.get('compile_s'), '.1f')} s) "
+            f"[{row['status']}]")
+
+
+# ---------------------------------------------------------------------------- outputs
+COLOURS = {"lsrt2": "tab:blue", "ros34pw2": "tab:orange", "linear_implicit_euler": "tab:green"}
+STYLES = {1: ("o", "-"), 2: ("s", "--"), 4: ("^", "-."), 8: ("D", ":")}
+
+
+def plot(res, path):
+    """Log-log NMSE against wall s per simulated s: columns = axles, rows = the two signals."""
+    import matplotlib.lines as mlines
+    import matplotlib.ticker as mticker
+    from matplotlib.figure import Figure
+    entries = res["entries"]
+    axles = list(dict.fromkeys(e["axle"] for e in entries))
+    fig = Figure(figsize=(max(6.2 * len(axles), 11.0), 11.0), layout="constrained")
+    axs = fig.subplots(2, len(axles), squeeze=False)
+    titles = {"displacement": "longitudinal wheel-centre displacement",
+              "force": "longitudinal force, reference bushings"}
+    for j, axle in enumerate(axles):
+        for i, (_, key) in enumerate(SIGNALS):
+            ax = axs[i, j]
+            for method in res["methods"]:
+                for N in res["relinearise_every"]:
+                    rows = sorted((e for e in entries if e["axle"] == axle and e["method"] == method
+                                   and e["relinearise_every"] == N and e["status"] == "ok"),
+                                  key=lambda e: e["h_ms"])
+                    if not rows:
+                        continue
+                    x = [e["wall_s_per_simulated_s"] for e in rows]
+                    y = [e[f"nmse_{key}"] for e in rows]
+                    mk, ls = STYLES.get(N, ("x", "-"))
+                    ax.plot(x, y, color=COLOURS.get(method, "k"), marker=mk, linestyle=ls,
+                            markersize=5, linewidth=1.2, alpha=0.9)
+                    if N == res["relinearise_every"][0]:
+                        for e in rows:
+                            ax.annotate(f"{e['h_ms']:g}", (e["wall_s_per_simulated_s"], e[f"nmse_{key}"]),
+                                        textcoords="offset points", xytext=(5, 3), fontsize=7,
+                                        color=COLOURS.get(method, "k"))
+            bad = [e for e in entries if e["axle"] == axle and e["status"] != "ok"]
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.xaxis.set_major_locator(mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda x, _: f"{x:g}"))
+            ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+            ax.grid(True, which="both", alpha=0.3)
+            ax.set_title(f"{axle}: {titles[key]}", fontsize=10)
+            ax.set_xlabel("wall time per simulated second [s] (run only, best of repeats)")
+            ax.set_ylabel(f"NMSE {key} vs Radau")
+            if bad:
+                txt = "not plotted: " + ", ".join(
+                    f"{e['method']} h={e['h_ms']:g} N={e['relinearise_every']} ({e['status'].split(':')[0]})"
+                    for e in bad)
+                ax.text(0.01, 0.01, txt, transform=ax.transAxes, fontsize=6, va="bottom", wrap=True,
+                        color="0.3")
+    handles = [mlines.Line2D([], [], color=COLOURS.get(m, "k"), lw=2, label=m) for m in res["methods"]]
+    handles += [mlines.Line2D([], [], color="0.3", marker=STYLES.get(N, ("x", "-"))[0],
+                              linestyle=STYLES.get(N, ("x", "-"))[1], label=f"re-linearise every {N}")
+                for N in res["relinearise_every"]]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=9)
+    w = res.get("window", [4.9, 6.0])
+    fig.suptitle(
+        f"Work-precision of the fixed-step methods, longitudinal step, one variant "
+        f"(numbers next to the re-linearise-every-{res['relinearise_every'][0]} points: h in ms)\n"
+        f"Top row: longitudinal wheel-centre displacement; bottom row: longitudinal force in the reference "
+        f"bushings (the README table's two NMSE signals).\n"
+        f"NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g}-{w[1]:g} s, both sides pooled, against "
+        f"Radau (rtol {_ref_rtol(res):g}). Run {res.get('t_start', 0):g}-{res.get('t_end', 0):g} s, "
+        f"block solver, float64, {res.get('date', '')};\nwall time = run only, best of {res.get('repeat', '?')}, "
+        f"on a shared 2-core CPU (timings noisy)",
+        fontsize=9)
+    fig.savefig(path, dpi=110)
+
+
+def markdown(res, command):
+    m = res.get("machine", {})
+    la = res.get("loadavg", {})
+    L = ["# Work-precision diagram (generated by `benchmarks/work_precision.py`)", ""]
+    L.append(f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('device', '?')}, "
+             f"jax {m.get('jax', '?')}, Python {m.get('python', '?')}. Date: {res.get('date', '?')} "
+             f"({res.get('started', '')} - {res.get('finished', '')}). Command: `{command}` "
+             f"(wall {res.get('wall_min', float('nan')):.0f} min).")
+    L.append("")
+    rt = res.get("retime")
+    passes = ""
+    if rt:
+        rla = rt.get("loadavg", {})
+        passes = (f" A second timing pass (`{rt.get('command', '--retime')}`, {rt.get('date', '?')} "
+                  f"{rt.get('started', '')} - {rt.get('finished', '')}, {rt.get('wall_min', float('nan')):.0f} min, "
+                  f"load average {rla.get('start', '?')} / {rla.get('end', '?')}) ran every combination again "
+                  "in reverse order; the time is the best over both passes.")
+    L.append(f"**Timings are noisy**: this 2-core machine was shared with another developer's jobs "
+             f"during the run (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
+             f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
+             f"executable, compile excluded.{passes} Compare factors, not per cent.")
+    L.append("")
+    w = res.get("window", [4.9, 6.0])
+    L.append(f"Single variant, block solver, float64, all channels stored at every step (the app's "
+             f"single-variant path, `sweep.job.lsrt2_run`); run from {res.get('t_start'):g} s (static "
+             f"equilibrium) to {res.get('t_end'):g} s = {res.get('t_end', 0) - res.get('t_start', 0):g} "
+             f"simulated s. NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g} s <= t <= {w[1]:g} s, "
+             "both sides pooled (method.md section 3), sampled at every step of the method, against "
+             f"scipy's Radau (rtol {_ref_rtol(res):g}); *displacement* = longitudinal wheel-centre "
+             "displacement, *force* = longitudinal force in the reference bushings (the README table's "
+             f"two signals). N = re-linearise every N steps. Status: `non-finite` = the state blew up, "
+             f"`diverged` = NMSE > {DIVERGED_NMSE:g}. Figure: `work_precision.png`; all numbers: "
+             "`work_precision.json`.")
+    L.append("")
+    L.append("| axle | method | h [ms] | N | NMSE displacement | NMSE force | us/step | wall s per simulated s | status |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for e in res["entries"]:
+        L.append(f"| {e['axle']} | {e['method']} | {e['h_ms']:g} | {e['relinearise_every']} | "
+                 f"{_fmt(e.get('nmse_displacement'))} | {_fmt(e.get('nmse_force'))} | "
+                 f"{_fmt(e.get('us_per_step'), '.0f')} | {_fmt(e.get('wall_s_per_simulated_s'), '.3f')} | "
+                 f"{e['status']} |")
+    return "\n".join(L) + "\n"
+
+
+def write_outputs(res, out_dir, stem, command):
+    """JSON, markdown table (keeping a hand-written "Which method when" section) and PNG."""
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, stem)
+    with open(base + ".json", "w") as f:
+        json.dump(res, f, indent=2)
+    keep = ""
+    if os.path.exists(base + ".md"):
+        with open(base + ".md") as f:
+            old = f.read()
+        i = old.find(WHICH_HEADING)
+        if i >= 0:
+            keep = "\n" + old[i:]
+    with open(base + ".md", "w") as f:
+        f.write(markdown(res, command) + keep)
+    plot(res, base + ".png")
+    return [base + ext for ext in (".json", ".md", ".png")]
+
+
+def _loadavg():
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: double wishbone, h = 1, 2 ms, N = 1, 4, 2 repeats")
+    ap.add_argument("--axles", nargs="+", default=None)
+    ap.add_argument("--methods", nargs="+", default=None)
+    ap.add_argument("--h-ms", nargs="+", type=float, default=None)
+    ap.add_argument("--relinearise-every", nargs="+", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs per combination (best taken)")
+    ap.add_argument("--t-start", type=float, default=4.5)
+    ap.add_argument("--out-dir", default=RESULTS)
+    ap.add_argument("--no-cache", action="store_true", help="no persistent compilation cache")
+    ap.add_argument("--from-json", default=None, help="only redraw PNG and markdown from this JSON")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the combinations already in the output JSON (an interrupted run)")
+    ap.add_argument("--retime", default=None, metavar="JSON",
+                    help="second timing pass over a finished run (best of all runs), rewrites its outputs")
+    args = ap.parse_args(argv)
+    stem = "work_precision_quick" if args.quick else "work_precision"
+    if args.from_json:
+        with open(args.from_json) as f:
+            res = json.load(f)
+        stem = os.path.splitext(os.path.basename(args.from_json))[0]
+        for p in write_outputs(res, args.out_dir, stem, res.get("command", "")):
+            print(f"written: {p}")
+        return 0
+    if args.retime:
+        return _retime_main(args)
+    q = args.quick
+    axles = args.axles or (["double_wishbone"] if q else list(AXLES))
+    methods = args.methods or list(METHOD_NAMES)
+    h_ms = args.h_ms or ([1.0, 2.0] if q else list(H_MS))
+    Ns = args.relinearise_every or ([1, 4] if q else list(RELINEARISE))
+    repeat = args.repeat or (2 if q else 3)
+    if not args.no_cache:
+        from sweep.entry import setup
+        setup()       # the app's persistent compilation cache (a re-run skips XLA's compile)
+    argl = list(sys.argv[1:] if argv is None else argv)
+    command = " ".join(["python benchmarks/work_precision.py"] + argl)
+    started = time.time()
+    meta = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "command": command,
+            "started": time.strftime("%H:%M"), "loadavg": {"start": _loadavg()}}
+    print(f"work-precision: axles {axles}, methods {methods}, h {h_ms} ms, N {Ns}, repeat {repeat}; "
+          f"load average {meta['loadavg']['start']}", flush=True)
+
+    def on_row(res):
+        res.update(meta, wall_min=(time.time() - started) / 60)
+        with open(os.path.join(args.out_dir, stem + ".json"), "w") as f:
+            json.dump(res, f, indent=2)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    done = []
+    out_json = os.path.join(args.out_dir, stem + ".json")
+    if args.resume and os.path.exists(out_json):
+        with open(out_json) as f:
+            old = json.load(f)
+        done = old.get("entries", [])
+        meta.update(date=old.get("date", meta["date"]), started=old.get("started", meta["started"]),
+                    loadavg={"start": old.get("loadavg", {}).get("start", meta["loadavg"]["start"])})
+        started -= 60 * old.get("wall_min", 0.0)
+        print(f"resuming: {len(done)} combination(s) kept from {out_json}", flush=True)
+    res = work_precision(axles, methods, h_ms, Ns, repeat, args.t_start, on_row=on_row,
+                         log=lambda s: print(s, flush=True), done=done)
+    meta["loadavg"]["end"] = _loadavg()
+    meta["finished"] = time.strftime("%H:%M")
+    res.update(meta, wall_min=(time.time() - started) / 60)
+    for p in write_outputs(res, args.out_dir, stem, command):
+        print(f"written: {p}")
+    n_bad = sum(e["status"] != "ok" for e in res["entries"])
+    print(f"{len(res['entries'])} combinations, {n_bad} not ok, {res['wall_min']:.1f} min")
+    return 0
+
+
+def _retime_main(args):
+    with open(args.retime) as f:
+        res = json.load(f)
+    stem = os.path.splitext(os.path.basename(args.retime))[0]
+    if not args.no_cache:
+        from sweep.entry import setup
+        setup()
+    started = time.time()
+    info = {"date": time.strftime("%Y-%m-%d"), "started": time.strftime("%H:%M"), "loadavg": {"start": _loadavg()},
+            "repeat": args.repeat or 3}
+    print(f"retime {args.retime}: {len(res['entries'])} entries, {info['repeat']} more runs each; "
+          f"load average {info['loadavg']['start']}", flush=True)
+
+    def on_row(r):
+        r["retime"] = dict(info, wall_min=(time.time() - started) / 60)
+        with open(os.path.join(args.out_dir, stem + ".json"), "w") as f:
+            json.dump(r, f, indent=2)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    retime(res, info["repeat"], on_row, log=lambda s: print(s, flush=True))
+    info["loadavg"]["end"] = _loadavg()
+    info["finished"] = time.strftime("%H:%M")
+    res["retime"] = dict(info, wall_min=(time.time() - started) / 60,
+                         command=" ".join(["python benchmarks/work_precision.py"] + sys.argv[1:]))
+    for p in write_outputs(res, args.out_dir, stem, res.get("command", "")):
+        print(f"written: {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
