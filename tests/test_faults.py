@@ -210,8 +210,10 @@ def _dead_pid():
 
 def _start_until_compiling(path, env, *extra):
     """Start a job and wait (on its output, not on a clock) until it compiles:
-    its store and lock exist then."""
-    proc = subprocess.Popen(cmd(path, *extra), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    its store and lock exist then. Caches off: with the trace and compilation
+    caches a rerun of the toy job compiles in ~1 s and could finish before the
+    test acts on it (seen in CI: the second process found the store done)."""
+    proc = subprocess.Popen(cmd(path, *extra, "cache.enabled=false"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     seen = []
     for line in proc.stdout:
