@@ -161,7 +161,8 @@ class MultirunFailures(_Callback):
 
     def on_multirun_end(self, config, **kwargs):
         codes = failed_jobs(str(config.hydra.sweep.dir))
-        _FAILED[:] = codes
+        if codes:        # else keep the in-process record (a marker that could not be written)
+            _FAILED[:] = codes
 
 
 def hydra_app(main, config_name="config"):
