@@ -1,0 +1,10 @@
+"""Names shared by the kernels, the cubes and the configs - defined once.
+
+The order of each tuple is the order of the corresponding array axis
+everywhere (state, loads, cube coordinates).
+"""
+SIDES = ("left", "right")                          # wheel / axle side
+AXES = ("x", "y", "z")                             # vehicle-frame axes (x forward, y left, z up)
+DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")     # bushing directions / small-displacement DOFs
+COMPONENTS = ("fx", "fy", "fz", "mx", "my", "mz")  # force and torque components
+COMPONENT_UNITS = ("N", "N", "N", "N m", "N m", "N m")
