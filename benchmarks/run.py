@@ -55,7 +55,8 @@ from kernels.system import model_system  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
 from sweep.cube import pooled_signals  # noqa: E402
-from sweep.job import equilibrium, lsrt2_run, make_channels, model_from_config, sample_grid  # noqa: E402
+from sweep.job import equilibrium, model_from_config, sample_grid
+from sweep.time_response import lsrt2_run, make_channels  # noqa: E402
 from sweep.loadcase import build_excitation  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

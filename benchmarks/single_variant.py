@@ -18,7 +18,8 @@ import yaml
 
 import kernels  # noqa: F401
 from kernels import loads
-from sweep.job import equilibrium, lsrt2_run, model_from_config, sample_grid
+from sweep.job import equilibrium, model_from_config, sample_grid
+from sweep.time_response import lsrt2_run
 from sweep.loadcase import build_excitation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -25,7 +25,7 @@ N in {1, 2, 4, 8} (``relinearise_every``):
   runs of the same compiled executable) per simulated second, and per step.
 
 The runs go through the single-variant path of the app and of
-``benchmarks/single_variant.py`` (``sweep.job.lsrt2_run``, lowered and
+``benchmarks/single_variant.py`` (``sweep.time_response.lsrt2_run``, lowered and
 compiled once per combination, all channels at every step, block solver,
 float64). They start at ``--t-start`` (default 4.5 s) in the static
 equilibrium under the loads there; the load case starts at rest in
@@ -63,7 +63,8 @@ import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
 from kernels.methods import METHODS
 from sweep.cube import pooled_signals
-from sweep.job import equilibrium, lsrt2_run, make_channels, model_from_config, sample_grid
+from sweep.job import equilibrium, model_from_config, sample_grid
+from sweep.time_response import lsrt2_run, make_channels
 from sweep.loadcase import build_excitation
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -121,7 +122,7 @@ def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, windo
 
 @jax.jit
 def _channels_of_states(model, r_eq, r, v):
-    """The job's channels (``sweep.job.make_channels``) at a sequence of states
+    """The job's channels (``sweep.time_response.make_channels``) at a sequence of states
     (compiled once: eager vmap would dispatch op by op)."""
     ch = make_channels()
     return jax.vmap(lambda rr, vv: ch(model, rr, vv, r_eq))(r, v)
@@ -402,7 +403,7 @@ def markdown(res, command):
     L.append("")
     w = res.get("window", [4.9, 6.0])
     L.append(f"Single variant, block solver, float64, all channels stored at every step (the app's "
-             f"single-variant path, `sweep.job.lsrt2_run`); run from {res.get('t_start'):g} s (static "
+             f"single-variant path, `sweep.time_response.lsrt2_run`); run from {res.get('t_start'):g} s (static "
              f"equilibrium) to {res.get('t_end'):g} s = {res.get('t_end', 0) - res.get('t_start', 0):g} "
              f"simulated s. NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g} s <= t <= {w[1]:g} s, "
              "both sides pooled (method.md section 3), sampled at every step of the method, against "

@@ -75,15 +75,16 @@ import numpy as np
 from kernels import integrate, lsrt2, metrics
 from kernels.dynamics import linearise
 from kernels.model import ModelError
+from kernels import names
 from kernels.rotations import euler_to_matrix
 from kernels.statics import (FZ_UNIT, Z_UNIT, bordered_jacobian, constrained_equilibrium,
                              static_equilibrium)
 
 DEG = 180.0 / math.pi
-SIDES = ("left", "right")
+SIDES = names.SIDES
 SIDE_SIGN = np.array([1.0, -1.0])     # +1 left, -1 right (mirror image)
-DOFS = ("x", "y", "z", "rx", "ry", "rz")
-LOADS = ("fx", "fy", "fz", "mx", "my", "mz")
+DOFS = names.DIRECTIONS             # compliance-matrix rows
+LOADS = names.COMPONENTS            # compliance-matrix columns, wheel loads
 TRAVEL_MODES = ("parallel", "opposite")
 FORCE_ANALYSES = ("lateral_force", "traction_force", "braking_force", "aligning_torque")
 ANALYSES = ("wheel_travel",) + FORCE_ANALYSES

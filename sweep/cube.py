@@ -24,9 +24,7 @@ import subprocess
 import numpy as np
 import xarray as xr
 
-SIDES = ["left", "right"]
-AXES = ["x", "y", "z"]
-COMPONENTS = ["fx", "fy", "fz", "mx", "my", "mz"]
+from kernels.names import AXES, COMPONENTS, SIDES  # noqa: F401  (re-exported)
 NMSE_DEFINITION = ("NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, "
                    "both sides pooled (method.md section 3)")
 
@@ -78,8 +76,8 @@ def split_loads(ds):
                     "long_name": f"{what} of the bushing on its first body, vehicle frame"}
         return da
     out = ds.drop_vars(["bushing_force", "component_units"], errors="ignore")
-    out["bushing_force"] = part(COMPONENTS[:3], "force_component", "N", "force")
-    out["bushing_moment"] = part(COMPONENTS[3:], "moment_component", "N m", "torque")
+    out["bushing_force"] = part(list(COMPONENTS[:3]), "force_component", "N", "force")
+    out["bushing_moment"] = part(list(COMPONENTS[3:]), "moment_component", "N m", "torque")
     return out.drop_dims("component", errors="ignore")
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+# the public schema, written out on purpose (not kernels.names): this module
+# is the independent check of what the engine writes
 COORDS = {
     "side": ["left", "right"],
     "axis": ["x", "y", "z"],

@@ -1,17 +1,31 @@
-"""The sweep engine: a design of variants, run in vmapped chunks, streamed into one cube.
+"""The generic chunk engine: a design of variants, run in compiled chunks, streamed into one cube.
 
-One compilation per job: every chunk has the same (padded) size, so the
-vmapped chunk runner compiles once and is reused. Each variant applies its
-parameters to the nominal model, finds its own static equilibrium, and is
-integrated with LSRT2 (or, for reference runs, Radau one variant at a time).
-A variant whose equilibrium fails or whose state goes non-finite gets a
-status code and NaN values; the others in its chunk are unaffected (vmap has
-no coupling between variants). With several JAX devices a chunk is sharded
-across them along the variant axis.
+Job kinds (:mod:`sweep.jobs` lists them: :mod:`sweep.time_response`,
+:mod:`sweep.kc`) say *what* a variant computes - a pure per-variant function
+``theta -> (outputs, status, iterations)`` and a table of the output
+channels it returns (:class:`Channel`); this module does everything around
+it, the same for every kind:
+
+* chunking (:func:`chunking`: chunk size from a memory budget or the config,
+  padded to a multiple of the device count) and device mapping
+  (:func:`map_variants`: ``vmap``, ``lax.map`` micro-batches, ``shard_map``
+  over several devices);
+* the store (:func:`store_spec` builds the cube's variables from the channel
+  table, the swept parameters and the status flags; :func:`open_job_store`
+  locks, creates or reopens it and verifies finished chunks);
+* compile once per job (:func:`compile_chunk_runner`, with the trace cache of
+  :mod:`sweep.tracecache`), stream each finished chunk into the store
+  (:func:`stream_chunks`: a crash loses nothing written, a rerun resumes);
+* clean stops and lock release (:func:`run_guarded`, :class:`Stop`).
+
+One compilation per job: every chunk has the same (padded) size. A variant
+whose equilibrium fails or whose state goes non-finite gets a status code
+and NaN values; the others in its chunk are unaffected (no coupling between
+variants).
 """
 from __future__ import annotations
 
-import fnmatch
+import dataclasses
 import logging
 import math
 import os
@@ -19,41 +33,61 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import integrate, loads, statics
-from kernels.methods import METHODS
 from kernels.model import ModelError
-from kernels.system import SOLVERS, model_system
 from sweep import store as cube_store
-from sweep.cube import NMSE_DEFINITION, provenance
-from sweep.design import make_design
-from sweep.job import make_channels, model_from_config, sample_grid
-from sweep.loadcase import build_excitation
-from sweep.params import build_parameters
 
 log = logging.getLogger("sweep")
 
-CHANNELS = ("wheel_centre_displacement", "toe", "camber", "bushing_force")
-COMPONENT_UNITS = ["N", "N", "N", "N m", "N m", "N m"]     # fx fy fz mx my mz
-UNITS = {
-    "wheel_centre_displacement": ("m", "wheel-centre displacement from the variant's static equilibrium"),
-    "toe": ("rad", "toe angle (DIN 70000, + = toe-in)"),
-    "camber": ("rad", "camber angle (DIN 70000, + = top out)"),
-    # one variable for the public schema (component = fx..mz); the unit of each
-    # component is the coordinate component_units, and sweep.cube.split_loads
-    # gives bushing_force [N] and bushing_moment [N m] (pint-xarray parses both)
-    "bushing_force": ("N (fx, fy, fz); N m (mx, my, mz): see component_units",
-                      "force and torque of the bushing on its first body, vehicle frame"),
-}
 # keys that do not change the results: shards and bookkeeping
 VOLATILE = ("shard", "num_shards", "progress", "verify")
 # bytes of one zarr chunk (uncompressed) that the time chunking aims at
 ZARR_CHUNK_BYTES = 2 ** 22
+
+
+@dataclasses.dataclass(frozen=True)
+class Channel:
+    """One output channel of a job kind: a variable of its cube.
+
+    ``dims``: the channel's own dimensions (after the job's leading
+    dimensions ``variant`` and, for a time response, ``time``), each a
+    coordinate of the cube; ``units`` (CF / pint spelling) and ``long_name``
+    become the variable's attributes; ``fn`` (optional) computes the
+    channel's value from the job kind's per-sample context (e.g.
+    ``fn(ctx) -> array`` for the time response, :mod:`sweep.time_response`).
+    The stored shape is never written down: it comes from
+    :func:`jax.eval_shape` of the channel functions (:func:`channel_shapes`)
+    or from the coordinate sizes of ``dims``. ``per_step`` False: one value
+    per variant (a design-position metric), no leading dimensions."""
+    name: str
+    dims: tuple
+    units: str
+    long_name: str
+    fn: Optional[Callable] = None
+    dtype: str = "f8"
+    per_step: bool = True       # along the job's leading dims (time samples, load steps); False: per variant
+
+
+def channel_shapes(channels, fn, *example):
+    """{name: shape} of the channel values that ``fn(*example)`` returns
+    (a dict keyed by channel name), by :func:`jax.eval_shape` (traced, not
+    run); every channel of the table must be there with one axis per dim."""
+    out = jax.eval_shape(fn, *example)
+    shapes = {}
+    for ch in channels:
+        if ch.name not in out:
+            raise KeyError(f"channel {ch.name!r} is declared but not computed")
+        shape = tuple(out[ch.name].shape)
+        if len(shape) != len(ch.dims):
+            raise ValueError(f"channel {ch.name!r}: value shape {shape} does not match dims {ch.dims}")
+        shapes[ch.name] = shape
+    return shapes
 
 
 def parameter_units(p):
@@ -76,58 +110,52 @@ def parameter_attrs(p):
             "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale}
 
 
-def select_bushings(patterns, names):
-    if patterns is None:
-        return list(range(len(names)))
-    pats = [patterns] if isinstance(patterns, str) else list(patterns)
-    idx = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, p) for p in pats)]
-    if not idx:
-        raise ModelError(f"output.bushings = {patterns!r} matches no bushing")
-    return idx
+def store_spec(job, coords, channels, shapes, lead, status_meanings, iterations_long_name):
+    """The store layout of a job (:func:`sweep.store.create_store`).
+
+    ``coords``: {name: (values, attrs[, dims])}; ``channels``: the job kind's
+    :class:`Channel` table with ``shapes`` {name: trailing shape} (from
+    :func:`channel_shapes` or the coordinate sizes); ``lead``: the leading
+    dimensions after ``variant`` as ((name, length, zarr chunk length), ...),
+    e.g. (("time", T, tc),). Adds one variable per swept parameter, ``status``
+    (flag values and meanings of the kind) and ``equilibrium_iterations``;
+    the swept parameters are CF ``coordinates`` of every result variable.
+    zarr chunks: the compute chunk along ``variant`` (a chunk is written
+    whole, shards never share a file); a channel's first own dimension that
+    is ``bushing`` is chunked one bushing per zarr chunk (one bushing across
+    all variants reads only that bushing's bytes)."""
+    pset, n, C = job["pset"], len(job["X"]), job["chunk"]
+    ldims = tuple(d for d, _, _ in lead)
+    lshape = tuple(s for _, s, _ in lead)
+    lchunk = tuple(c for _, _, c in lead)
+    spec = {"__coords__": coords}
+    for p in pset.params:
+        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
+    for ch in channels:
+        shape = tuple(shapes[ch.name])
+        chunks = tuple(1 if d == "bushing" else s for d, s in zip(ch.dims, shape))
+        fill = np.nan if ch.dtype.startswith("f") else -1
+        ld, ls, lc = (ldims, lshape, lchunk) if ch.per_step else ((), (), ())
+        spec[ch.name] = (("variant",) + ld + tuple(ch.dims), (n,) + ls + shape, ch.dtype,
+                         (C,) + lc + chunks, fill, {"units": ch.units, "long_name": ch.long_name})
+    spec["status"] = (("variant",), (n,), "i1", (C,), -1,
+                      {"long_name": "variant status", "flag_values": list(status_meanings),
+                       "flag_meanings": " ".join(status_meanings.values())})
+    spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
+                                      {"long_name": iterations_long_name})
+    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
+    if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
+        for ch in channels:
+            spec[ch.name][5]["coordinates"] = " ".join(pset.names)
+        for name in ("status", "equilibrium_iterations"):
+            spec[name][5]["coordinates"] = " ".join(pset.names)
+    return spec
 
 
-def error_norm(tolerance):
-    """RMS of the embedded error estimate, each component scaled by atol + rtol |y|
-    (coordinates and speeds with their own atol): <= 1 means the step's local
-    error is within ``tolerance`` = (rtol, atol_coordinates, atol_speeds)."""
-    rtol, atol_r, atol_v = tolerance
-
-    def norm(err_r, err_v, r, v):
-        sr = err_r / (atol_r + rtol * jnp.abs(r))
-        sv = err_v / (atol_v + rtol * jnp.abs(v))
-        return jnp.sqrt(jnp.mean(jnp.concatenate([sr, sv]) ** 2))
-    return norm
-
-
-def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None):
-    """jit(vmap(variant)) : thetas (C, P) -> (channels, status, eq_iterations),
-    each of ``n_dev`` devices mapping its own slice (:func:`map_variants`).
-
-    ``method``: a name of :data:`kernels.methods.METHODS`; with an embedded
-    error estimate (ROS34PW2) and ``tolerance`` = (rtol, atol_coordinates,
-    atol_speeds), a variant whose largest per-step estimate exceeds it gets
-    status 3 ("inaccurate", values kept)."""
-    channels = make_channels(bushing_idx)
-    u0 = loads.u_at(exc, t0)
-    meth = METHODS[method]
-    norm = error_norm(tolerance) if (tolerance is not None and meth.b_hat is not None) else None
-
-    def variant(theta):
-        m = pset.apply(model, theta)
-        eq = statics.static_equilibrium(m, u0)
-        system = model_system(m, exc, solver)
-        out = lambda r, v, t: channels(m, r, v, eq.r)  # noqa: E731
-        traj = integrate.simulate(meth, system, eq.r.reshape(-1), jnp.zeros(eq.r.size), t0, dt,
-                                  n_samples, every, relin, out, error_norm=norm)
-        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
-        ok = jnp.where(traj.max_error > 1.0, 3, 0)
-        status = jnp.where(eq.converged, jnp.where(finite, ok, 2), 1).astype(jnp.int8)
-        outs = jax.tree_util.tree_map(lambda a: jnp.where((status == 0) | (status == 3), a, jnp.nan),
-                                      traj.outputs)
-        return outs, status, eq.iterations
-
-    return map_variants(variant, n_dev, micro_batch)
+def output_bytes(channels, shapes, n_lead=1, itemsize=8):
+    """Bytes of one variant's outputs: channel shapes, times the leading
+    length (time samples or load steps) for per-step channels."""
+    return itemsize * sum(int(np.prod(shapes[c.name])) * (n_lead if c.per_step else 1) for c in channels)
 
 
 # Largest auto chunk per device. On a CPU the throughput peaks near 256
@@ -138,13 +166,15 @@ MAX_AUTO_CHUNK_CPU = 256
 MAX_AUTO_CHUNK_ACCELERATOR = 1024
 
 
-def estimate_chunk(n_variants, n_samples, n_bush, n_dof, budget_gb, n_dev, platform=None):
-    """Chunk size from a memory budget: outputs plus the per-variant working set,
-    capped per device at the batch where throughput stops growing
-    (``MAX_AUTO_CHUNK_*``; ``platform`` defaults to JAX's default backend)."""
-    out_bytes = 8 * n_samples * (6 + 2 + 2 + 6 * n_bush)
-    work_bytes = 8 * n_dof * n_dof * 12          # J_r, J_v, A, LU, blocks, temporaries
-    per_variant = out_bytes + work_bytes
+def estimate_chunk(n_variants, out_bytes, n_dof, budget_gb, n_dev, platform=None):
+    """Chunk size from a memory budget: a variant's outputs (``out_bytes``,
+    :func:`output_bytes`) plus its working set (~12 dense ``n_dof``-square
+    float64 matrices: J_r, J_v, A, LU, blocks, temporaries), capped per
+    device at the batch where throughput stops growing (``MAX_AUTO_CHUNK_*``;
+    ``platform`` defaults to JAX's default backend), rounded up to a multiple
+    of ``n_dev``. Returns (chunk, bytes per variant)."""
+    work_bytes = 8 * n_dof * n_dof * 12
+    per_variant = int(out_bytes) + work_bytes
     platform = platform or jax.default_backend()
     cap = (MAX_AUTO_CHUNK_CPU if platform == "cpu" else MAX_AUTO_CHUNK_ACCELERATOR) * n_dev
     c = int(budget_gb * 2 ** 30 // per_variant)
@@ -153,7 +183,7 @@ def estimate_chunk(n_variants, n_samples, n_bush, n_dof, budget_gb, n_dev, platf
     return c, per_variant
 
 
-def chunking(sw, n_variants, n_samples, n_bush, n_dof):
+def chunking(sw, n_variants, out_bytes, n_dof):
     """(shard, num_shards, devices, chunk) from the ``sweep`` config: the
     shard settings checked, the chunk from ``sweep.chunk_size`` (rounded up to
     a multiple of the device count) or, when ``auto``, from the memory budget
@@ -163,8 +193,7 @@ def chunking(sw, n_variants, n_samples, n_bush, n_dof):
         raise ModelError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
     n_dev = jax.device_count()
     if sw.get("chunk_size", "auto") in ("auto", None):
-        C, _ = estimate_chunk(n_variants, n_samples, n_bush, n_dof,
-                              float(sw.get("memory_budget_gb", 2.0)), n_dev)
+        C, _ = estimate_chunk(n_variants, out_bytes, n_dof, float(sw.get("memory_budget_gb", 2.0)), n_dev)
     else:
         C = int(sw["chunk_size"])
         if C < 1:
@@ -173,60 +202,21 @@ def chunking(sw, n_variants, n_samples, n_bush, n_dof):
     return shard, nsh, n_dev, C
 
 
-def job_identity(cfg, volatile=VOLATILE):
+def job_identity(cfg, volatile=VOLATILE, drop=()):
     """The resolved config text that defines a job's results: shard settings,
-    bookkeeping (progress, verification, the compilation cache) and where the
+    bookkeeping (progress, verification, the compilation cache), where the
     store lies (``output.path``: a store copied or moved elsewhere resumes
-    there) excluded."""
+    there) and the top-level sections ``drop`` that the job kind does not
+    use excluded."""
     c = OmegaConf.to_container(cfg, resolve=True)
     c.pop("cache", None)
+    for k in drop:
+        c.pop(k, None)
     for k in volatile:
         c.get("sweep", {}).pop(k, None)
     for k in ("overwrite", "path"):
         c.get("output", {}).pop(k, None)
     return OmegaConf.to_yaml(OmegaConf.create(c))
-
-
-def prepare(cfg):
-    """Everything a job needs, validated before any compute."""
-    model = model_from_config(cfg.model)
-    sw = OmegaConf.to_container(cfg.sweep, resolve=True)
-    pset = build_parameters(sw.get("parameters") or {}, model)
-    X = make_design(sw, pset)
-    exc, t0, t1 = build_excitation(OmegaConf.to_container(cfg.loadcase, resolve=True))
-    if sw.get("start") is not None:
-        t0 = float(sw["start"])
-        if not t0 < t1:
-            raise ModelError(f"sweep.start = {t0} must be before loadcase.t_end = {t1}")
-    integ = cfg.integrator
-    if integ.name not in (*METHODS, "radau"):
-        raise ModelError(f"integrator.name = {integ.name!r} is not one of {', '.join((*METHODS, 'radau'))}")
-    dt = float(integ.dt)
-    if not dt > 0:
-        raise ModelError(f"integrator.dt = {dt} must be positive")
-    every = int(sw["every"]) if sw.get("every") is not None else int(cfg.output.every)
-    n_samples = sample_grid(t0, t1, dt, every)
-    relin = int(integ.get("relinearise_every", 1))
-    if relin < 1:
-        raise ModelError(f"integrator.relinearise_every = {relin} must be >= 1")
-    solver = str(integ.get("solver", "block"))
-    if solver not in SOLVERS:
-        raise ModelError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
-    names = model.topology.bushing_names
-    refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
-    bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
-    shard, nsh, n_dev, C = chunking(sw, len(X), n_samples, len(bidx), model.topology.n_dof)
-    if integ.name == "radau":
-        C = min(C, len(X))
-    times = t0 + np.arange(n_samples) * every * dt
-    micro = micro_batch_of(sw, C, n_dev)
-    tolerance = None
-    if integ.name in METHODS and METHODS[integ.name].b_hat is not None:
-        tolerance = tuple(float(integ.get(k, d)) for k, d in
-                          (("rtol", 1e-2), ("atol_coordinates", 1e-4), ("atol_speeds", 1e-1)))
-    return dict(model=model, pset=pset, X=X, exc=exc, t0=t0, t1=t1, dt=dt, every=every,
-                n_samples=n_samples, relin=relin, solver=solver, bidx=bidx, shard=shard, num_shards=nsh,
-                chunk=C, times=times, n_dev=n_dev, method=integ.name, tolerance=tolerance, micro_batch=micro)
 
 
 # Variants per micro-batch on a CPU (sweep.micro_batch: auto). Measured in
@@ -250,63 +240,21 @@ def micro_batch_of(sw, chunk, n_dev, platform=None):
     return mb if 0 < mb < per_dev else None
 
 
-def store_spec(job):
-    model, pset, X = job["model"], job["pset"], job["X"]
-    topo = model.topology
-    n, T, C = len(X), job["n_samples"], job["chunk"]
-    # zarr chunks: the compute chunk along variant (a chunk is written whole,
-    # shards never share a file), one bushing each (one bushing across all
-    # variants reads only that bushing's bytes), and as many time samples as
-    # fit ZARR_CHUNK_BYTES = 4 MiB uncompressed (C x tc x 6 float64)
-    tc = min(T, max(1, ZARR_CHUNK_BYTES // (C * 6 * 8)))
-    names = [topo.bushing_names[i] for i in job["bidx"]]
-    coords = {
-        "variant": (np.arange(n, dtype=np.int64), {}),
-        "time": (job["times"], {"units": "s"}),
-        "side": (np.array(["left", "right"]), {}),
-        "axis": (np.array(["x", "y", "z"]), {}),
-        "bushing": (np.array(names), {}),
-        "component": (np.array(["fx", "fy", "fz", "mx", "my", "mz"]), {}),
-        # non-dimension coordinate: the unit of each bushing_force component
-        "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
-                            ("component",)),
-    }
-    spec = {"__coords__": coords}
-    for i, p in enumerate(pset.params):
-        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
-    shapes = {
-        "wheel_centre_displacement": (("variant", "time", "side", "axis"), (n, T, 2, 3), (C, tc, 2, 3)),
-        "toe": (("variant", "time", "side"), (n, T, 2), (C, tc, 2)),
-        "camber": (("variant", "time", "side"), (n, T, 2), (C, tc, 2)),
-        "bushing_force": (("variant", "time", "bushing", "component"), (n, T, len(names), 6),
-                          (C, tc, 1, 6)),
-    }
-    for name, (dims, shape, chunks) in shapes.items():
-        units, long_name = UNITS[name]
-        spec[name] = (dims, shape, "f8", chunks, np.nan, {"units": units, "long_name": long_name})
-    spec["status"] = (("variant",), (n,), "i1", (C,), -1,
-                      {"long_name": "variant status", "flag_values": list(cube_store.STATUS_MEANINGS),
-                       "flag_meanings": " ".join(cube_store.STATUS_MEANINGS.values())})
-    spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
-                                      {"long_name": "Newton iterations of the static equilibrium"})
-    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
-    if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
-        for name in (*CHANNELS, "status", "equilibrium_iterations"):
-            spec[name][5]["coordinates"] = " ".join(pset.names)
-    return spec
-
-
-def cube_attrs(job, cfg_yaml):
-    topo = job["model"].topology
-    ref = topo.tables.get("reference_bushings") or {}
-    return {
-        "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
-        "n_dof": int(topo.n_dof),
-        "reference_bushing_left": ref.get("left", ""), "reference_bushing_right": ref.get("right", ""),
-        "model": topo.name, "config": cfg_yaml, "nmse_definition": NMSE_DEFINITION,
-        "parameters": list(job["pset"].names), "chunk_size": int(job["chunk"]),
-        **provenance(),
-    }
+def run_chunks(cfg, job, spec, attrs, identity, summary, build_runner, names, progress=None):
+    """The part every job kind shares: open (or resume) the store, and when
+    chunks are left, compile the chunk runner once (``build_runner()`` ->
+    (``run_chunk(thetas, m)``, compile seconds), e.g. from
+    :func:`compile_chunk_runner`) and stream the chunks (:func:`stream_chunks`,
+    writing the outputs ``names``). Returns ``summary`` updated (path, todo,
+    compile_s, run_s, variants_run)."""
+    path, store, _, todo = open_job_store(cfg, job, spec, attrs, identity)
+    n, C = len(job["X"]), job["chunk"]
+    summary.update(path=path, n_variants=n, chunk=C, n_chunks=-(-n // C), todo=len(todo),
+                   compile_s=0.0, run_s=0.0, variants_run=0, devices=job["n_dev"])
+    if not todo:
+        return summary
+    run_chunk, summary["compile_s"] = build_runner()
+    return stream_chunks(job, store, todo, run_chunk, names, progress, summary)
 
 
 def _mesh(n_dev):
@@ -351,63 +299,17 @@ def map_variants(variant, n_dev=1, micro_batch=None):
     return jax.jit(f)
 
 
-def _radau_chunk(job, thetas):
-    from sweep.reference import radau
-    model, pset, exc = job["model"], job["pset"], job["exc"]
-    if "radau_fns" not in job:  # compiled once per job, reused by every chunk
-        job["radau_fns"] = (jax.jit(jax.vmap(make_channels(job["bidx"]), in_axes=(None, 0, 0, None))),
-                            jax.jit(pset.apply), jax.jit(statics.static_equilibrium))
-    channels, apply, eqf = job["radau_fns"]
-    outs, status, its = [], [], []
-    for theta in thetas:
-        m = apply(model, jnp.asarray(theta))
-        eq = eqf(m, loads.u_at(exc, job["t0"]))
-        ch = None
-        st = 1
-        if bool(eq.converged):
-            try:
-                _, r, v = radau(m, exc, eq.r, jnp.zeros_like(eq.r), job["times"],
-                                rtol=float(job["integ"].get("rtol", 1e-8)),
-                                atol_coordinates=float(job["integ"].get("atol_coordinates", 1e-10)),
-                                atol_speeds=float(job["integ"].get("atol_speeds", 1e-8)))
-                ch = jax.device_get(channels(m, jnp.asarray(r), jnp.asarray(v), eq.r))
-                st = 0 if all(np.all(np.isfinite(a)) for a in ch.values()) else 2
-            except RuntimeError:
-                st = 2
-        if st != 0:
-            ch = None
-        outs.append(ch)
-        status.append(st)
-        its.append(int(eq.iterations))
-    template = next((o for o in outs if o is not None), None)
-    if template is None:  # every variant failed: shapes from the spec
-        T, nb = len(job["times"]), len(job["bidx"])
-        template = {"wheel_centre_displacement": np.zeros((T, 2, 3)), "toe": np.zeros((T, 2)),
-                    "camber": np.zeros((T, 2)), "bushing_force": np.zeros((T, nb, 6))}
-    stacked = {k: np.stack([o[k] if o is not None else np.full_like(template[k], np.nan) for o in outs])
-               for k in template}
-    return stacked, np.array(status, np.int8), np.array(its, np.int32)
-
-
-def run_job(cfg, cfg_yaml, progress=None):
-    """Run (or resume) a job into its cube. Returns a summary dict.
-
-    Dispatch on the load case's kind: ``kind: kc`` (quasi-static K&C rig
-    analyses, :mod:`sweep.kc`, its own cube schema) or the default
-    ``time_response`` (LSRT2 / Radau, below).
-
-    SIGINT / SIGTERM during the job stop it cleanly (:class:`Stop`): one line
-    on stderr saying what is saved and how to resume, exit status 130 / 143;
-    the store stays resumable. The store's lock (:class:`sweep.store.StoreLock`)
-    is held for the whole job."""
-    from sweep import kc as kc_jobs
+def run_guarded(run, cfg, cfg_yaml, progress=None):
+    """``run(cfg, cfg_yaml, progress)`` (a job kind's ``run``, see
+    :mod:`sweep.jobs`) with the engine's guards: console logging, clean stops
+    on SIGINT / SIGTERM (:class:`Stop`: one line on stderr saying what is
+    saved and how to resume, exit status 130 / 143; the store stays
+    resumable), and the store locks (:class:`sweep.store.StoreLock`) released
+    at the end whatever happens."""
     ensure_console()
     stop = Stop().install()
     try:
-        if kc_jobs.is_kc(cfg):
-            summary = kc_jobs.run_kc_job(cfg, cfg_yaml, progress)
-        else:
-            summary = run_time_response_job(cfg, cfg_yaml, progress)
+        summary = run(cfg, cfg_yaml, progress)
         stop.checkpoint()
         return summary
     finally:
@@ -620,43 +522,6 @@ def open_job_store(cfg, job, spec, attrs, identity):
 def _oserror(err):
     return (f"{err.strerror} ({err.filename})" if err.strerror and err.filename
             else err.strerror or str(err)).splitlines()[0]
-
-
-def run_time_response_job(cfg, cfg_yaml, progress=None):
-    """Run (or resume) a time-response job (LSRT2 or Radau) into its cube."""
-    job = prepare(cfg)
-    job["integ"] = OmegaConf.to_container(cfg.integrator, resolve=True)
-    path, store, created, todo = open_job_store(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
-                                                job_identity(cfg))
-    X, C = job["X"], job["chunk"]
-    n = len(X)
-    n_chunks = -(-n // C)
-    summary = {"path": path, "n_variants": n, "chunk": C, "n_chunks": n_chunks, "todo": len(todo),
-               "compile_s": 0.0, "run_s": 0.0, "variants_run": 0, "equilibrium_s": 0.0,
-               "simulated_s": job["t1"] - job["t0"], "n_samples": job["n_samples"], "dt": job["dt"],
-               "devices": job["n_dev"]}
-    if not todo:
-        return summary
-    pset = job["pset"]
-    if cfg.integrator.name in METHODS:
-        args = (job["model"], pset, job["exc"], job["t0"], job["dt"], job["n_samples"], job["every"],
-                job["relin"], job["bidx"], job["solver"], job["n_dev"], job["method"], job["tolerance"],
-                job["micro_batch"])
-        runner = make_chunk_runner(*args)
-        label = {"lsrt2": "LSRT2", "ros34pw2": "ROS34PW2"}.get(job["method"], job["method"])
-        what = (f"{label} chunk runner: {job['model'].topology.name} "
-                f"({job['model'].topology.n_dof} DOF), "
-                f"static equilibrium + {job['n_samples']} samples of {cfg.loadcase.name}, "
-                f"{C} variant(s) per chunk on {job['n_dev']} device(s)"
-                + (f" in groups of {job['micro_batch']}" if job["micro_batch"] else ""))
-        from sweep.tracecache import fingerprint
-        run_chunk, summary["compile_s"] = compile_chunk_runner(
-            runner, np.zeros((C, len(pset))), job["n_dev"], what,
-            key=fingerprint("time_response", C, *args))
-    else:
-        def run_chunk(thetas, m):
-            return _radau_chunk(job, thetas[:m])
-    return stream_chunks(job, store, todo, run_chunk, CHANNELS, progress, summary)
 
 
 def compile_chunk_runner(runner, thetas, n_dev, what="the chunk runner", key=None):

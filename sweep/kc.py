@@ -12,7 +12,7 @@ chunk checksummed and flagged, reruns verify and skip finished chunks
 second process off it, SIGINT / SIGTERM stop cleanly.
 
 Entry points: ``python -m sweep loadcase=kc_wheel_travel ...`` (dispatch in
-:func:`sweep.engine.run_job`) and ``python -m sweep.kc loadcase=...`` (this
+:func:`sweep.jobs.run_job`) and ``python -m sweep.kc loadcase=...`` (this
 module's Hydra app, which also prints the K&C summary).
 
 Cube (``xarray.open_zarr``): dims ``variant``, the step dimension ``travel``
@@ -39,15 +39,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from kernels import kc
 from kernels.model import ModelError
+from kernels.names import AXES, COMPONENT_UNITS, DIRECTIONS
+from sweep import engine
 from sweep.cube import provenance
 from sweep.design import make_design
-from sweep import engine
-from sweep.tracecache import fingerprint
-from sweep.engine import chunking, map_variants, open_job_store, parameter_attrs
+from sweep.engine import Channel
 from sweep.job import model_from_config
 from sweep.params import build_parameters
 
 log = logging.getLogger("sweep")
+
+KIND = "kc"
 
 STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "load_step_failed"}
 KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "steps", "loaded_radius",
@@ -66,10 +68,8 @@ CONVENTIONS = (
 
 
 def is_kc(cfg) -> bool:
-    kind = cfg.loadcase.get("kind", "time_response")
-    if kind not in ("time_response", "kc"):
-        raise ModelError(f"loadcase.kind = {kind!r} is not one of time_response, kc")
-    return kind == "kc"
+    from sweep.jobs import kind_name
+    return kind_name(cfg) == KIND
 
 
 def _range(lc, key, unit):
@@ -132,9 +132,11 @@ def prepare_kc(cfg) -> dict:
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
     lock_index = kc.brake_lock_index(model)
-    shard, nsh, n_dev, C = chunking(sw, len(X), len(lc["amplitudes"]), 0, model.topology.n_dof + 2)
+    shapes = channel_shapes(len(lc["amplitudes"]))
+    shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, len(lc["amplitudes"])),
+                                           model.topology.n_dof + 2)
     return dict(model=model, pset=pset, X=X, lc=lc, lock_index=lock_index, shard=shard,
-                num_shards=nsh, chunk=C, n_dev=n_dev)
+                num_shards=nsh, chunk=C, n_dev=n_dev, shapes=shapes)
 
 
 def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
@@ -163,71 +165,59 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
                  for k, v in curve.items()}
         return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, status, eq.iterations
 
-    return map_variants(variant, n_dev)
+    return engine.map_variants(variant, n_dev)
 
 
 def job_identity(cfg):
     """The resolved config text that defines a K&C job's results (as
     :func:`sweep.engine.job_identity`, also without the integrator: no time
     integration in a K&C job)."""
-    c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    c.pop("integrator", None)
-    return engine.job_identity(c, VOLATILE)
+    return engine.job_identity(cfg, VOLATILE, drop=("integrator",))
 
 
-CURVES = {
-    "wheel_centre_displacement": (("side", "axis"), "m", "wheel-centre displacement from the design position"),
-    "toe": (("side",), "rad", "toe angle (DIN 70000, + = toe-in)"),
-    "camber": (("side",), "rad", "camber angle (DIN 70000, + = top out)"),
-    "wheel_load": (("side", "component"), "N (fx, fy, fz); N m (mx, my, mz): see component_units",
-                   "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)"),
-}
+# The channels of a K&C cube, in store order: the curves along the load
+# case's step dimension, then the design-position metrics (kernels.kc.METRICS)
+# and the compliance matrix, one value per variant and side.
+CHANNELS = [
+    Channel("wheel_centre_displacement", ("side", "axis"), "m",
+            "wheel-centre displacement from the design position"),
+    Channel("toe", ("side",), "rad", "toe angle (DIN 70000, + = toe-in)"),
+    Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)"),
+    Channel("wheel_load", ("side", "component"), "N (fx, fy, fz); N m (mx, my, mz): see component_units",
+            "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)"),
+    Channel("converged", (), "1", "load step converged (1), failed (0), not run (-1)", dtype="i1"),
+    *(Channel(name, ("side",), units, long_name, per_step=False)
+      for name, (units, long_name) in kc.METRICS.items()),
+    Channel("compliance_matrix", ("side", "dof", "component"), kc.COMPLIANCE_UNITS,
+            "wheel-centre compliance matrix at the design position, one wheel loaded "
+            "(rows dof, columns load component)", per_step=False),
+]
+SIZES = {"side": len(kc.SIDES), "axis": len(AXES), "component": len(kc.LOADS), "dof": len(kc.DOFS)}
+
+
+def channel_shapes(n_steps=None):
+    """{channel: shape after the variant and step dims}, from the coordinate
+    sizes of each channel's dims (the K&C outputs are fixed-size tables)."""
+    return {c.name: tuple(SIZES[d] for d in c.dims) for c in CHANNELS}
 
 
 def store_spec(job):
     pset, X, lc = job["pset"], job["X"], job["lc"]
-    n, C, S = len(X), job["chunk"], len(lc["amplitudes"])
+    n, S = len(X), len(lc["amplitudes"])
     dim = lc["dim"]
-    sizes = {"side": 2, "axis": 3, "component": 6, "dof": 6}
     coords = {
         "variant": (np.arange(n, dtype=np.int64), {}),
         dim: (np.asarray(lc["amplitudes"], float), {"units": lc["units"], "long_name": lc["long_name"]}),
         "side": (np.array(list(kc.SIDES)), {}),
-        "axis": (np.array(["x", "y", "z"]), {}),
+        "axis": (np.array(AXES), {}),
         "component": (np.array(list(kc.LOADS)), {}),
-        "component_units": (np.array(engine.COMPONENT_UNITS), {"long_name": "unit of each component"},
+        "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
                             ("component",)),
-        "dof": (np.array(list(kc.DOFS)), {"long_name": "wheel-centre translation x, y, z [m] and "
-                                                      "small rotation rx, ry, rz [rad], vehicle frame"}),
+        "dof": (np.array(list(DIRECTIONS)), {"long_name": "wheel-centre translation x, y, z [m] and "
+                                                         "small rotation rx, ry, rz [rad], vehicle frame"}),
     }
-    spec = {"__coords__": coords}
-    for p in pset.params:
-        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
-    for name, (dims, units, long_name) in CURVES.items():
-        shape = tuple(sizes[d] for d in dims)
-        spec[name] = (("variant", dim) + dims, (n, S) + shape, "f8", (C, S) + shape, np.nan,
-                      {"units": units, "long_name": long_name})
-    spec["converged"] = (("variant", dim), (n, S), "i1", (C, S), -1,
-                         {"long_name": "load step converged (1), failed (0), not run (-1)"})
-    for name, (units, long_name) in kc.METRICS.items():
-        spec[name] = (("variant", "side"), (n, 2), "f8", (C, 2), np.nan,
-                      {"units": units, "long_name": long_name})
-    spec["compliance_matrix"] = (("variant", "side", "dof", "component"), (n, 2, 6, 6), "f8",
-                                 (C, 2, 6, 6), np.nan,
-                                 {"units": kc.COMPLIANCE_UNITS,
-                                  "long_name": "wheel-centre compliance matrix at the design position, "
-                                               "one wheel loaded (rows dof, columns load component)"})
-    spec["status"] = (("variant",), (n,), "i1", (C,), -1,
-                      {"long_name": "variant status", "flag_values": list(STATUS),
-                       "flag_meanings": " ".join(STATUS.values())})
-    spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
-                                      {"long_name": "Newton iterations of the design position"})
-    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
-    if pset.params:
-        for name in spec:
-            if name not in ("__coords__", "chunk_done", *pset.names):
-                spec[name][5]["coordinates"] = " ".join(pset.names)
-    return spec
+    return engine.store_spec(job, coords, CHANNELS, job["shapes"], ((dim, S, S),), STATUS,
+                             "Newton iterations of the design position")
 
 
 def cube_attrs(job, cfg_yaml):
@@ -245,28 +235,22 @@ def cube_attrs(job, cfg_yaml):
     }
 
 
-def run_kc_job(cfg, cfg_yaml, progress=None):
+def run(cfg, cfg_yaml, progress=None):
     """Run (or resume) a K&C job into its cube. Returns a summary dict."""
     job = prepare_kc(cfg)
-    path, store, _, todo = open_job_store(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
-                                          job_identity(cfg))
-    X, C, pset = job["X"], job["chunk"], job["pset"]
-    n = len(X)
-    n_chunks = -(-n // C)
-    summary = {"path": path, "n_variants": n, "chunk": C, "n_chunks": n_chunks, "todo": len(todo),
-               "compile_s": 0.0, "run_s": 0.0, "variants_run": 0, "devices": job["n_dev"],
-               "kind": "kc", "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
-    if not todo:
-        return summary
-    runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
-    what = (f"K&C chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
-            f"design position + {job['lc']['analysis']} ({len(job['lc']['amplitudes'])} steps), "
-            f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
-    key = fingerprint("kc", C, job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
-    run_chunk, summary["compile_s"] = engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)),
-                                                                  job["n_dev"], what, key=key)
-    names = [*CURVES, "converged", *kc.METRICS, "compliance_matrix"]
-    return engine.stream_chunks(job, store, todo, run_chunk, names, progress, summary)
+    C, pset = job["chunk"], job["pset"]
+    summary = {"kind": KIND, "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
+
+    def build_runner():
+        runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
+        what = (f"K&C chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
+                f"design position + {job['lc']['analysis']} ({len(job['lc']['amplitudes'])} steps), "
+                f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
+        from sweep.tracecache import fingerprint
+        key = fingerprint(KIND, C, job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
+        return engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), job["n_dev"], what, key=key)
+    return engine.run_chunks(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml), job_identity(cfg), summary,
+                             build_runner, [c.name for c in CHANNELS], progress)
 
 
 def report(ds, cfg, s):
@@ -307,7 +291,8 @@ def main(cfg: DictConfig, progress=None) -> int:
         if not is_kc(cfg):
             raise ModelError(f"loadcase.kind = {cfg.loadcase.get('kind', 'time_response')!r}: "
                              "python -m sweep.kc runs K&C load cases (loadcase=kc_*)")
-        summary = engine.run_job(cfg, config_yaml, progress=progress if progress is not None
+        from sweep.jobs import run_job
+        summary = run_job(cfg, config_yaml, progress=progress if progress is not None
                                  else bool(cfg.sweep.get("progress", True)))
     except ModelError as err:
         print(f"error: {err}", file=sys.stderr)

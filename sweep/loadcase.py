@@ -5,8 +5,7 @@ from kernels import loads
 from sweep.params import check_keys
 from sweep.schema import ConfigError, Float
 
-CHANNELS = ("fx", "fy", "fz", "mx", "my", "mz")
-SIDES = ("left", "right")
+from kernels.names import COMPONENTS as CHANNELS, SIDES
 CHANGE_KEYS = {"time", "duration", *SIDES}
 
 

@@ -15,8 +15,10 @@ over (the model tables, the parameter set, the excitation, step size, sample
 grid, method, chunk shape: the arguments of the runner factory, walked
 recursively down to array bytes), the source of the ``kernels`` and ``sweep``
 packages, the JAX/jaxlib versions and the backend. Anything it cannot hash
-exactly (a function object, say) makes the key unique to this process, so an
-unsure key only costs a re-trace, never a stale program. Off with
+exactly (a function defined outside the two packages, a closure, say) makes
+the key unique to this process, so an unsure key only costs a re-trace, never
+a stale program; module-level functions of the packages enter by name (their
+source is hashed). Off with
 ``cache.enabled=false`` (no directory) and for multi-device chunks (the
 ``shard_map`` runner is traced every time).
 """
@@ -83,7 +85,12 @@ def _feed(h, x, depth=0):
     elif hasattr(x, "__dict__") and not callable(x):
         h.update(f"obj:{type(x).__module__}.{type(x).__qualname__};".encode())
         _feed(h, vars(x), depth + 1)
-    else:       # a function or anything opaque: unique to this process (no reuse)
+    elif (callable(x) and getattr(x, "__module__", "").split(".")[0] in _PACKAGES
+          and "<locals>" not in getattr(x, "__qualname__", "<locals>")):
+        # a module-level function of the packages: its source is in the key already
+        code = getattr(x, "__code__", None)
+        h.update(f"fn:{x.__module__}.{x.__qualname__}:{getattr(code, 'co_firstlineno', '')};".encode())
+    else:       # any other function or anything opaque: unique to this process (no reuse)
         h.update(f"opaque:{uuid.uuid4().hex};".encode())
 
 

@@ -1,6 +1,6 @@
 """Shared, session-scoped fixtures: the double-wishbone and multi-link models and
 their equilibria are built and compiled once per test session (compiled
-functions such as ``sweep.job.lsrt2_run`` are cached by their static
+functions such as ``sweep.time_response.lsrt2_run`` are cached by their static
 arguments, so tests that call them alike share one compilation)."""
 import os
 import sys
@@ -94,7 +94,8 @@ def step_runs_against_radau(model, exc, r_eq, **radau_kw):
     """LSRT2 (h = 1 ms, block solver) and the Radau reference over 4.9-6.0 s from
     the equilibrium r_eq: (t, lsrt2 channels, reference channels)."""
     import jax
-    from sweep.job import channels, lsrt2_run
+    from sweep.time_response import lsrt2_run, make_channels
+    channels = make_channels()
     from sweep.reference import radau
     t = 4.9 + np.arange(1101) * 1e-3
     lsrt2 = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1, relinearise_every=1)

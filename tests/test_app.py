@@ -62,7 +62,7 @@ def test_cli_writes_a_valid_cube_and_summary(cli_run):
 
 
 def test_cube_equals_direct_kernel_run(cli_run, dw_model, step_excitation, dw_equilibrium):
-    from sweep.job import lsrt2_run
+    from sweep.time_response import lsrt2_run
     _, out = cli_run
     ds = xr.open_zarr(out)
     direct = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.95, 0.001,

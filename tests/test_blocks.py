@@ -127,7 +127,7 @@ def _trajectories_agree(model, exc, eq):
     """Whole LSRT2 trajectories across the step (4.9-6.0 s) with either
     factorisation agree to 1e-8 relative. The block run has the static
     arguments of the validation tests, so it shares their compilation."""
-    from sweep.job import lsrt2_run
+    from sweep.time_response import lsrt2_run
     kw = dict(n_samples=1101, every=1, relinearise_every=1)
     a = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, **kw)
     b = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, solver="dense", **kw)

@@ -234,7 +234,7 @@ TOL_TOE_CAMBER = 9e-4            # rad (measured 5.6e-4; toe varies by 1.8e-2 ra
 
 @pytest.fixture(scope="module")
 def step_runs(dw_model, step_excitation, dw_equilibrium, matched):
-    from sweep.job import lsrt2_run
+    from sweep.time_response import lsrt2_run
     axle, _ = matched
     n = int(round((6.0 - 4.9) / H)) + 1
     ours = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.9, H,

@@ -347,7 +347,7 @@ def toy_direct():
 @pytest.fixture(scope="module")
 def kc_cube(tmp_path_factory):
     """Four variants of the travel load case, the third with an absurd bushing
-    softening that breaks its equilibrium; run through sweep.engine.run_job."""
+    softening that breaks its equilibrium; run through sweep.jobs.run_job."""
     d = tmp_path_factory.mktemp("kc")
     csv = d / "design.csv"
     csv.write_text("\n".join(["soft", "1.0", "0.7", "1e-12", "1.3"]) + "\n")
@@ -358,7 +358,7 @@ def kc_cube(tmp_path_factory):
             "+sweep.parameters.soft.bounds=[1e-12,2.0]", "+sweep.parameters.soft.scale=log",
             f"output.path={path}"]
     from omegaconf import OmegaConf
-    from sweep.engine import run_job
+    from sweep.jobs import run_job
     cfg = _kc_cfg(*over)
     summary = run_job(cfg, OmegaConf.to_yaml(cfg), progress=False)   # dispatch on loadcase.kind
     assert summary["kind"] == "kc" and summary["variants_run"] == 4

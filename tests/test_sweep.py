@@ -34,16 +34,23 @@ def test_auto_chunk_follows_the_memory_budget_and_the_platform_cap():
     """Auto chunk = budget / per-variant bytes, capped per device where
     throughput stops growing (256 on a CPU), a multiple of the device count,
     never more than the design."""
-    from sweep.engine import estimate_chunk
-    c, per = estimate_chunk(4096, 111, 2, 144, 2.0, 1, platform="cpu")
-    assert c == 256 and per == 8 * 111 * (10 + 12) + 8 * 144 * 144 * 12
-    c, _ = estimate_chunk(4096, 111, 2, 144, 2.0, 2, platform="cpu")
+    from sweep.engine import estimate_chunk, output_bytes
+    from sweep.time_response import CHANNELS
+    # 111 samples of wheel-centre displacement (2 x 3), toe, camber (2 each)
+    # and 2 bushings x 6 components: 22 float64 per sample
+    shapes = {"wheel_centre_displacement": (2, 3), "toe": (2,), "camber": (2,), "bushing_force": (2, 6)}
+    out = output_bytes(CHANNELS, shapes, 111)
+    assert out == 8 * 111 * 22
+    c, per = estimate_chunk(4096, out, 144, 2.0, 1, platform="cpu")
+    assert c == 256 and per == 8 * 111 * 22 + 8 * 144 * 144 * 12
+    c, _ = estimate_chunk(4096, out, 144, 2.0, 2, platform="cpu")
     assert c == 512                                   # 256 per device
-    c, _ = estimate_chunk(4096, 111, 2, 144, 2.0, 1, platform="gpu")
+    c, _ = estimate_chunk(4096, out, 144, 2.0, 1, platform="gpu")
     assert c == 1024
-    c, per = estimate_chunk(4096, 100_000, 47, 144, 2.0, 1, platform="gpu")
+    big = output_bytes(CHANNELS, {**shapes, "bushing_force": (47, 6)}, 100_000)
+    c, per = estimate_chunk(4096, big, 144, 2.0, 1, platform="gpu")
     assert c == int(2.0 * 2 ** 30 // per) < 1024        # long manoeuvre: the budget decides
-    c, _ = estimate_chunk(3, 111, 2, 144, 2.0, 2, platform="cpu")
+    c, _ = estimate_chunk(3, out, 144, 2.0, 2, platform="cpu")
     assert c == 4                                     # 3 variants, rounded up to 2 devices
 
 

@@ -83,7 +83,8 @@ def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_e
 
     Uses the static arguments of step_runs_against_radau (n_samples = 1101,
     every = 1; h is traced), so it shares that compilation."""
-    from sweep.job import channels, lsrt2_run
+    from sweep.time_response import lsrt2_run, make_channels
+    channels = make_channels()
     from sweep.reference import radau
     model, exc, r_eq = dw_model, step_excitation, dw_equilibrium.r
     t0, window, dt_out = 4.99, 0.06, 2e-3
