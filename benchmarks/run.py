@@ -56,7 +56,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
 from sweep.cube import pooled_signals  # noqa: E402
 from sweep.job import equilibrium, model_from_config, sample_grid
-from sweep.time_response import lsrt2_run, make_channels  # noqa: E402
+from sweep.params import build_parameters  # noqa: E402
+from sweep.time_response import lsrt2_run, make_channels, make_chunk_runner  # noqa: E402
 from sweep.loadcase import build_excitation  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,13 +97,19 @@ class Axle:
 
     # ------------------------------------------------------------------ single variant
     def single(self, solver, repeat):
+        """The engine's own single-variant path: the time-response chunk
+        runner (sweep.time_response.make_chunk_runner) for a chunk of one
+        variant - static equilibrium, then 0 -> 6 s, every bushing stored at
+        every step - exactly what `python -m sweep` runs for one variant."""
         n = sample_grid(self.t0, self.t1, 1e-3, 1)
-        a = (self.model, self.exc, self.eq.r, self.t0, 1e-3)
-        kw = dict(n_samples=n, every=1, relinearise_every=1, solver=solver)
+        pset = build_parameters({}, self.model)
+        runner = make_chunk_runner(self.model, pset, self.exc, self.t0, 1e-3, n, 1, 1,
+                                   list(range(len(self.model.topology.bushing_names))), solver)
+        thetas = np.zeros((1, 0))
         tic = time.perf_counter()
-        compiled = lsrt2_run.lower(*a, **kw).compile()
+        compiled = runner.lower(thetas).compile()
         comp = time.perf_counter() - tic
-        best = best_of(lambda: compiled(*a), repeat)
+        best = best_of(lambda: compiled(thetas), repeat)
         return {"solver": solver, "compile_s": comp, "run_s": best, "steps": n - 1,
                 "real_time_factor": best / (self.t1 - self.t0), "us_per_step": 1e6 * best / (n - 1)}
 
@@ -376,11 +383,16 @@ def main():
     ap.add_argument("--quick", action="store_true", help="batches 1, 64, 256; fewer steps; no 4096 job")
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--no-write-docs", action="store_true")
+    ap.add_argument("--work-precision", action="store_true",
+                    help="also run benchmarks/work_precision.py (both axles x 3 methods x 5 steps x "
+                         "4 re-linearisation intervals; ~1.5 h on 2 cores) into benchmarks/results/")
     ap.add_argument("--memory-only", action="store_true",
                     help="re-measure only the 4096-variant job's peak memory into the existing suite.json")
     args = ap.parse_args()
     if args.memory_only:
         return memory_only(args)
+    if args.work_precision:
+        subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "work_precision.py")], check=True)
     batches = [1, 64, 256] if args.quick else [1, 64, 256, 1024, 4096]
     res = {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
            "command": "python benchmarks/run.py" + (" --quick" if args.quick else ""), "axles": {}}

@@ -3,8 +3,11 @@
 Usage: python benchmarks/single_variant.py [--model double_wishbone] [--repeat 3]
 
 Runs the full load case (0 -> 6 s, h = 1 ms, re-linearisation every step,
-float64) through the same compiled function the Hydra app uses, reports the
-compile time separately and the best of --repeat timed runs, and writes
+float64) through the engine's own single-variant path (the time-response
+chunk runner, ``sweep.time_response.make_chunk_runner``, for a chunk of one
+variant: static equilibrium, then every bushing stored at every step - what
+``python -m sweep`` runs for one variant), reports the compile time
+separately and the best of --repeat timed runs, and writes
 benchmarks/results/single_variant_<model>.json.
 """
 import argparse
@@ -17,9 +20,11 @@ import jax
 import yaml
 
 import kernels  # noqa: F401
-from kernels import loads
-from sweep.job import equilibrium, model_from_config, sample_grid
-from sweep.time_response import lsrt2_run
+import numpy as np
+
+from sweep.job import model_from_config, sample_grid
+from sweep.params import build_parameters
+from sweep.time_response import make_chunk_runner
 from sweep.loadcase import build_excitation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,16 +57,16 @@ def main():
         exc, t0, t1 = build_excitation(yaml.safe_load(f))
     dt = 1e-3
     n = sample_grid(t0, t1, dt, 1)
-    eq = equilibrium(model, loads.u_at(exc, t0))
-    a = (model, exc, eq.r, t0, dt)
-    kw = dict(n_samples=n, every=1, relinearise_every=args.relinearise_every)
+    runner = make_chunk_runner(model, build_parameters({}, model), exc, t0, dt, n, 1, args.relinearise_every,
+                               list(range(len(model.topology.bushing_names))))
+    thetas = np.zeros((1, 0))
     tic = time.perf_counter()
-    compiled = lsrt2_run.lower(*a, **kw).compile()
+    compiled = runner.lower(thetas).compile()
     compile_s = time.perf_counter() - tic
     runs = []
     for _ in range(args.repeat):
         tic = time.perf_counter()
-        jax.block_until_ready(compiled(*a))
+        jax.block_until_ready(compiled(thetas))
         runs.append(time.perf_counter() - tic)
     best = min(runs)
     res = {"model": args.model, "load_case": "longitudinal_step", "simulated_s": t1 - t0,
