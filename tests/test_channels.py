@@ -1,0 +1,90 @@
+"""Output channels are declared once (sweep.time_response.CHANNELS): a channel
+added to the table - one edit - reaches the cube with its dims, units and
+long name, shapes by jax.eval_shape, also when variants fail (NaN fill) and
+with the Radau reference path; and the engine's single-variant path is the
+function the sweep runs."""
+import numpy as np
+import pytest
+import xarray as xr
+
+from tests.test_app import cfg_of
+
+TOY = ["model=toy_trailing_arm", "loadcase.t_end=5.2", "sweep.start=4.9", "sweep.progress=false",
+       "cache.enabled=false"]
+
+
+def _wheel_centre_height(s):
+    from kernels import metrics
+    return metrics.wheel_centre_position(s.model, s.r)[:, 2]
+
+
+@pytest.fixture
+def extra_channel(monkeypatch):
+    """One new entry in the channel table: wheel-centre height [m] per side."""
+    from sweep import time_response
+    from sweep.engine import Channel
+    ch = Channel("wheel_centre_height", ("side",), "m", "wheel-centre height above the ground plane",
+                 _wheel_centre_height)
+    monkeypatch.setattr(time_response, "CHANNELS", [*time_response.CHANNELS, ch])
+    return ch
+
+
+@pytest.mark.parametrize("integrator", ["lsrt2", "radau"])
+def test_a_channel_added_to_the_table_is_in_the_cube_with_its_units(extra_channel, tmp_path, integrator):
+    from sweep import app
+    path = tmp_path / f"{integrator}.zarr"
+    over = [*TOY, f"output.path={path}", f"integrator={integrator}", "output.every=10"]
+    if integrator == "radau":
+        over.append("loadcase.t_end=5.0")
+    assert app.main(cfg_of(*over), progress=False) == 0
+    ds = xr.open_zarr(path)
+    da = ds["wheel_centre_height"]
+    assert da.dims == ("variant", "time", "side")
+    assert da.attrs["units"] == "m" and "wheel-centre height" in da.attrs["long_name"]
+    # independent of the new channel's own code path: it moves exactly as the
+    # stored vertical wheel-centre displacement does (which is measured from
+    # the static equilibrium the run starts in)
+    h = da.isel(variant=0).values
+    dz = ds.wheel_centre_displacement.isel(variant=0).sel(axis="z").values
+    np.testing.assert_allclose(h - h[0], dz, atol=1e-12)
+    assert np.all(np.abs(h[0]) > 1e-2)                 # a height (toy axle: ~42 mm), not a displacement
+    # the existing channels are untouched and the public schema still holds
+    from sweep import cube_schema
+    assert cube_schema.check(str(path)) == []
+
+
+def test_channel_shapes_come_from_eval_shape(dw_model, extra_channel):
+    from sweep import time_response
+    shapes = time_response.channel_shapes(dw_model, [0, 3, 7])
+    assert shapes == {"wheel_centre_displacement": (2, 3), "toe": (2,), "camber": (2,),
+                      "bushing_force": (3, 6), "wheel_centre_height": (2,)}
+
+
+def test_a_channel_whose_dims_do_not_match_its_value_is_refused(dw_model, monkeypatch):
+    from sweep import time_response
+    from sweep.engine import Channel
+    bad = Channel("toe_again", ("side", "axis"), "rad", "toe", lambda s: s.r[:2, 0])
+    monkeypatch.setattr(time_response, "CHANNELS", [*time_response.CHANNELS, bad])
+    with pytest.raises(ValueError, match="toe_again"):
+        time_response.channel_shapes(dw_model, None)
+
+
+def test_single_variant_path_is_the_engine_variant(dw_model, step_excitation, dw_equilibrium):
+    """lsrt2_run (the single-variant path the benchmarks and tests use) and the
+    engine's chunk runner for one nominal variant give the same channels."""
+    import jax.numpy as jnp
+    from sweep.params import build_parameters
+    from sweep.time_response import lsrt2_run, make_chunk_runner
+    n = 21
+    nb = len(dw_model.topology.bushing_names)
+    direct = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.99, 1e-3, n_samples=n, every=1,
+                       relinearise_every=1)
+    run = make_chunk_runner(dw_model, build_parameters({}, dw_model), step_excitation, 4.99, 1e-3, n, 1, 1,
+                            list(range(nb)))
+    outs, status, _ = run(jnp.zeros((1, 0)))
+    assert int(status[0]) == 0
+    # the same function; the equilibrium is found inside the vmapped runner
+    # here and outside it there, so rounding differs (1e-11 relative)
+    for k, v in direct.items():
+        v = np.asarray(v)
+        np.testing.assert_allclose(np.asarray(outs[k])[0], v, rtol=1e-9, atol=1e-9 * np.abs(v).max())
