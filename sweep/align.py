@@ -35,6 +35,7 @@ import kernels  # noqa: F401  (float64)
 from kernels import kc, metrics
 from kernels.model import ModelError, build_model
 from sweep.model_builder import build_tables
+from sweep.schema import ConfigError
 
 DEG = 180.0 / np.pi
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "model")
@@ -43,7 +44,7 @@ CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 def load_model_config(name_or_path):
     path = name_or_path if name_or_path.endswith(".yaml") else os.path.join(CONFIG_DIR, name_or_path + ".yaml")
     if not os.path.exists(path):
-        raise ModelError(f"model = {name_or_path!r}: no such model config ({path})")
+        raise ConfigError(f"model = {name_or_path!r}: no such model config ({path})")
     with open(path) as fh:
         return yaml.safe_load(fh)
 
@@ -67,18 +68,18 @@ def design_alignment(cfg):
 def _spec(cfg):
     a = cfg.get("alignment")
     if not a:
-        raise ModelError("model.alignment: the model states no alignment targets")
+        raise ConfigError("model.alignment: the model states no alignment targets")
     for key in ("toe_deg", "camber_deg", "wheel_load", "toe_by", "camber_by", "seat_offset_of"):
         if key not in a:
-            raise ModelError(f"model.alignment.{key}: missing")
+            raise ConfigError(f"model.alignment.{key}: missing")
     bushings = cfg["per_side"]["bushings"]
     for key in ("toe_by", "camber_by"):
         b = bushings.get(a[key])
         if b is None or "adjust" not in b:
-            raise ModelError(f"model.alignment.{key} = {a[key]!r}: no per-side bushing of that "
+            raise ConfigError(f"model.alignment.{key} = {a[key]!r}: no per-side bushing of that "
                              "name with an `adjust` entry")
     if a["seat_offset_of"] not in cfg["per_side"]["p2p"]:
-        raise ModelError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r}: no per-side P2P element")
+        raise ConfigError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r}: no per-side P2P element")
     return a
 
 

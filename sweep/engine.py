@@ -40,8 +40,9 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels.model import ModelError
+
 from sweep import store as cube_store
+from sweep.schema import ConfigError
 
 log = logging.getLogger("sweep")
 
@@ -190,14 +191,14 @@ def chunking(sw, n_variants, out_bytes, n_dof):
     (:func:`estimate_chunk`)."""
     shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
     if nsh < 1 or not 0 <= shard < nsh:
-        raise ModelError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
+        raise ConfigError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
     n_dev = jax.device_count()
     if sw.get("chunk_size", "auto") in ("auto", None):
         C, _ = estimate_chunk(n_variants, out_bytes, n_dof, float(sw.get("memory_budget_gb", 2.0)), n_dev)
     else:
         C = int(sw["chunk_size"])
         if C < 1:
-            raise ModelError(f"sweep.chunk_size = {C} must be >= 1 or auto")
+            raise ConfigError(f"sweep.chunk_size = {C} must be >= 1 or auto")
         C = int(math.ceil(C / n_dev) * n_dev)
     return shard, nsh, n_dev, C
 
@@ -477,7 +478,7 @@ def open_job_store(cfg, job, spec, attrs, identity):
     Returns (path, store, created, todo chunk indices)."""
     path = str(cfg.output.path)
     if not path.rstrip("/").endswith(".zarr"):
-        raise ModelError(f"output.path = {path!r} must end in .zarr")
+        raise ConfigError(f"output.path = {path!r} must end in .zarr")
     try:
         lock = cube_store.StoreLock(path, job["shard"], job["num_shards"]).acquire()
     except OSError as err:

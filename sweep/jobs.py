@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import importlib
 
-from kernels.model import ModelError
+
 from sweep import engine
+from sweep.schema import ConfigError
 
 # loadcase.kind -> module
 KINDS = {
@@ -24,7 +25,7 @@ KINDS = {
 def kind_name(cfg) -> str:
     kind = cfg.loadcase.get("kind", "time_response")
     if kind not in KINDS:
-        raise ModelError(f"loadcase.kind = {kind!r} is not one of {', '.join(KINDS)}")
+        raise ConfigError(f"loadcase.kind = {kind!r} is not one of {', '.join(KINDS)}")
     return kind
 
 

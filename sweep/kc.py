@@ -46,6 +46,7 @@ from sweep.design import make_design
 from sweep.engine import Channel
 from sweep.job import model_from_config
 from sweep.params import build_parameters
+from sweep.schema import ConfigError
 
 log = logging.getLogger("sweep")
 
@@ -75,43 +76,43 @@ def is_kc(cfg) -> bool:
 def _range(lc, key, unit):
     val = lc.get(key)
     if val is None or len(val) != 2:
-        raise ModelError(f"loadcase.{key} = {val!r} must be [lower, upper] in {unit}")
+        raise ConfigError(f"loadcase.{key} = {val!r} must be [lower, upper] in {unit}")
     lo, hi = float(val[0]), float(val[1])
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo > hi:
-        raise ModelError(f"loadcase.{key} = [{lo}, {hi}] must be finite with lower <= upper")
+        raise ConfigError(f"loadcase.{key} = [{lo}, {hi}] must be finite with lower <= upper")
     return lo, hi
 
 
 def load_case(lc: dict) -> dict:
-    """Validate a K&C load-case config; one-line :class:`ModelError` naming the field."""
+    """Validate a K&C load-case config; one-line :class:`ConfigError` naming the field."""
     for key in lc:
         if key not in KNOWN_KEYS:
-            raise ModelError(f"loadcase.{key}: unknown key for a K&C load case "
+            raise ConfigError(f"loadcase.{key}: unknown key for a K&C load case "
                              f"(known: {', '.join(sorted(KNOWN_KEYS))})")
     analysis = lc.get("analysis")
     if analysis not in kc.ANALYSES:
-        raise ModelError(f"loadcase.analysis = {analysis!r} is not one of {', '.join(kc.ANALYSES)}")
+        raise ConfigError(f"loadcase.analysis = {analysis!r} is not one of {', '.join(kc.ANALYSES)}")
     steps = lc.get("steps", 1)
     if not isinstance(steps, int) or steps < 1:
-        raise ModelError(f"loadcase.steps = {steps!r} must be >= 1")
+        raise ConfigError(f"loadcase.steps = {steps!r} must be >= 1")
     R = float(lc.get("loaded_radius", kc.DEFAULT_LOADED_RADIUS))
     if not (np.isfinite(R) and R > 0):
-        raise ModelError(f"loadcase.loaded_radius = {lc.get('loaded_radius')} must be > 0 [m]")
+        raise ConfigError(f"loadcase.loaded_radius = {lc.get('loaded_radius')} must be > 0 [m]")
     lock = float(lc.get("brake_lock_stiffness", kc.DEFAULT_BRAKE_LOCK))
     if not (np.isfinite(lock) and lock >= 0):
-        raise ModelError(f"loadcase.brake_lock_stiffness = {lc.get('brake_lock_stiffness')} must be >= 0 [N m/rad]")
+        raise ConfigError(f"loadcase.brake_lock_stiffness = {lc.get('brake_lock_stiffness')} must be >= 0 [N m/rad]")
     tol = float(lc.get("tolerance", 1e-6))
     if not tol > 0:
-        raise ModelError(f"loadcase.tolerance = {lc.get('tolerance')} must be > 0 [N]")
+        raise ConfigError(f"loadcase.tolerance = {lc.get('tolerance')} must be > 0 [N]")
     max_iter = int(lc.get("max_iterations", 60))
     if max_iter < 1:
-        raise ModelError(f"loadcase.max_iterations = {max_iter} must be >= 1")
+        raise ConfigError(f"loadcase.max_iterations = {max_iter} must be >= 1")
     out = dict(analysis=analysis, steps=steps, loaded_radius=R, brake_lock=lock, tol=tol,
                max_iter=max_iter, mode=None)
     if analysis == "wheel_travel":
         mode = lc.get("mode", "parallel")
         if mode not in kc.TRAVEL_MODES:
-            raise ModelError(f"loadcase.mode = {mode!r} is not one of {', '.join(kc.TRAVEL_MODES)}")
+            raise ConfigError(f"loadcase.mode = {mode!r} is not one of {', '.join(kc.TRAVEL_MODES)}")
         lo, hi = _range(lc, "travel", "m")
         out.update(mode=mode, dim="travel", units="m",
                    long_name=f"wheel-centre travel from design height ({mode}; bump > 0)")
@@ -132,7 +133,7 @@ def prepare_kc(cfg) -> dict:
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
     lock_index = kc.brake_lock_index(model)
-    shapes = channel_shapes(len(lc["amplitudes"]))
+    shapes = channel_shapes()
     shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, len(lc["amplitudes"])),
                                            model.topology.n_dof + 2)
     return dict(model=model, pset=pset, X=X, lc=lc, lock_index=lock_index, shard=shard,
@@ -195,14 +196,14 @@ CHANNELS = [
 SIZES = {"side": len(kc.SIDES), "axis": len(AXES), "component": len(kc.LOADS), "dof": len(kc.DOFS)}
 
 
-def channel_shapes(n_steps=None):
+def channel_shapes():
     """{channel: shape after the variant and step dims}, from the coordinate
     sizes of each channel's dims (the K&C outputs are fixed-size tables)."""
     return {c.name: tuple(SIZES[d] for d in c.dims) for c in CHANNELS}
 
 
 def store_spec(job):
-    pset, X, lc = job["pset"], job["X"], job["lc"]
+    X, lc = job["X"], job["lc"]
     n, S = len(X), len(lc["amplitudes"])
     dim = lc["dim"]
     coords = {
@@ -289,7 +290,7 @@ def main(cfg: DictConfig, progress=None) -> int:
     config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
     try:
         if not is_kc(cfg):
-            raise ModelError(f"loadcase.kind = {cfg.loadcase.get('kind', 'time_response')!r}: "
+            raise ConfigError(f"loadcase.kind = {cfg.loadcase.get('kind', 'time_response')!r}: "
                              "python -m sweep.kc runs K&C load cases (loadcase=kc_*)")
         from sweep.jobs import run_job
         summary = run_job(cfg, config_yaml, progress=progress if progress is not None

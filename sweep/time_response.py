@@ -32,7 +32,7 @@ from omegaconf import OmegaConf
 
 from kernels import integrate, loads, metrics, statics
 from kernels.methods import METHODS
-from kernels.model import Model, ModelError
+from kernels.model import Model
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
 from kernels.system import SOLVERS, model_system
 from sweep import engine
@@ -43,6 +43,7 @@ from sweep.engine import Channel
 from sweep.job import model_from_config, sample_grid
 from sweep.loadcase import build_excitation
 from sweep.params import build_parameters
+from sweep.schema import ConfigError
 
 log = logging.getLogger("sweep")
 
@@ -136,7 +137,7 @@ def select_bushings(patterns, names):
     pats = [patterns] if isinstance(patterns, str) else list(patterns)
     idx = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, p) for p in pats)]
     if not idx:
-        raise ModelError(f"output.bushings = {patterns!r} matches no bushing")
+        raise ConfigError(f"output.bushings = {patterns!r} matches no bushing")
     return idx
 
 
@@ -209,21 +210,21 @@ def prepare(cfg):
     if sw.get("start") is not None:
         t0 = float(sw["start"])
         if not t0 < t1:
-            raise ModelError(f"sweep.start = {t0} must be before loadcase.t_end = {t1}")
+            raise ConfigError(f"sweep.start = {t0} must be before loadcase.t_end = {t1}")
     integ = cfg.integrator
     if integ.name not in (*METHODS, "radau"):
-        raise ModelError(f"integrator.name = {integ.name!r} is not one of {', '.join((*METHODS, 'radau'))}")
+        raise ConfigError(f"integrator.name = {integ.name!r} is not one of {', '.join((*METHODS, 'radau'))}")
     dt = float(integ.dt)
     if not dt > 0:
-        raise ModelError(f"integrator.dt = {dt} must be positive")
+        raise ConfigError(f"integrator.dt = {dt} must be positive")
     every = int(sw["every"]) if sw.get("every") is not None else int(cfg.output.every)
     n_samples = sample_grid(t0, t1, dt, every)
     relin = int(integ.get("relinearise_every", 1))
     if relin < 1:
-        raise ModelError(f"integrator.relinearise_every = {relin} must be >= 1")
+        raise ConfigError(f"integrator.relinearise_every = {relin} must be >= 1")
     solver = str(integ.get("solver", "block"))
     if solver not in SOLVERS:
-        raise ModelError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
+        raise ConfigError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     names = model.topology.bushing_names
     refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
     bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))

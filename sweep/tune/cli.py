@@ -134,18 +134,18 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
     cfg_yaml = cfg_yaml or OmegaConf.to_yaml(cfg, resolve=True)
     path = str(cfg.output.path)
     if not path.rstrip("/").endswith(".zarr"):
-        raise ModelError(f"output.path = {path!r} must end in .zarr")
+        raise ConfigError(f"output.path = {path!r} must end in .zarr")
     if os.path.exists(path) and not cfg.output.get("overwrite", False):
-        raise ModelError(f"output.path = {path!r} exists; choose another output.path or set output.overwrite=true")
+        raise ConfigError(f"output.path = {path!r} exists; choose another output.path or set output.overwrite=true")
     problem = TuneProblem(cfg)
     oc = OmegaConf.to_container(cfg.optimizer, resolve=True)
     # every optimizer setting is checked before any compilation
     make_optimizer(oc)
     start_points(problem, oc, problem.pset.names)
     if int(oc.get("iterations", 100)) < 0:
-        raise ModelError(f"optimizer.iterations = {oc.get('iterations')} must be >= 0")
+        raise ConfigError(f"optimizer.iterations = {oc.get('iterations')} must be >= 0")
     if int(oc.get("constraint_rounds", 1)) < 1:
-        raise ModelError(f"optimizer.constraint_rounds = {oc.get('constraint_rounds')} must be >= 1")
+        raise ConfigError(f"optimizer.constraint_rounds = {oc.get('constraint_rounds')} must be >= 1")
     cons = problem.constraints
     log(f"tuning {len(problem.pset)} parameter(s) of {problem.model.topology.name} "
         f"({', '.join(problem.pset.names)}) for {len(problem.objectives)} objective(s)"
@@ -161,7 +161,7 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
     if gc.get("enabled", False):
         h = float(gc.get("step", 1e-4))
         if not h > 0:
-            raise ModelError(f"gradient_check.step = {h} must be > 0")
+            raise ConfigError(f"gradient_check.step = {h} must be > 0")
         log(f"gradient check at start 0, central differences with step {h} in z:")
         checked = gradient_check(problem, oc, h, log=log)
     n_obj = len(problem.objectives)

@@ -36,7 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from kernels.model import ModelError
+
+from sweep.schema import ConfigError
 
 OPTIMIZERS = ("adam", "lbfgs")
 ARMIJO = 1e-4
@@ -49,17 +50,17 @@ def make_optimizer(oc):
     iterations, see :func:`_step_fn`)."""
     name = oc.get("name", "lbfgs")
     if name not in OPTIMIZERS:
-        raise ModelError(f"optimizer.name = {name!r} is not one of {', '.join(OPTIMIZERS)}")
+        raise ConfigError(f"optimizer.name = {name!r} is not one of {', '.join(OPTIMIZERS)}")
     lr = float(oc.get("learning_rate", 0.1))
     if not lr > 0:
-        raise ModelError(f"optimizer.learning_rate = {lr} must be > 0")
+        raise ConfigError(f"optimizer.learning_rate = {lr} must be > 0")
     if name == "adam":
         n = int(oc.get("iterations", 100))
         sched = optax.exponential_decay(lr, transition_steps=max(1, n), decay_rate=float(oc.get("decay", 0.05)))
         return name, optax.adam(sched)
     memory = int(oc.get("memory", 10))
     if memory < 1:
-        raise ModelError(f"optimizer.memory = {memory} must be >= 1")
+        raise ConfigError(f"optimizer.memory = {memory} must be >= 1")
     return name, optax.scale_by_lbfgs(memory_size=memory)
 
 
@@ -135,11 +136,11 @@ def parameter_point(problem, values, what):
     names = problem.pset.names
     for k in values:
         if k not in names:
-            raise ModelError(f"{what}.{k}: not a tuned parameter (one of {', '.join(names)})")
+            raise ConfigError(f"{what}.{k}: not a tuned parameter (one of {', '.join(names)})")
     theta = np.array([float(values.get(p.name, p.nominal)) for p in problem.pset.params])
     for p, v in zip(problem.pset.params, theta):
         if not p.lower <= v <= p.upper:
-            raise ModelError(f"{what}.{p.name} = {v} is outside bounds [{p.lower}, {p.upper}]")
+            raise ConfigError(f"{what}.{p.name} = {v} is outside bounds [{p.lower}, {p.upper}]")
     return theta
 
 
@@ -149,7 +150,7 @@ def start_points(problem, oc, names):
     from scipy.stats import qmc
     n = int(oc.get("n_starts", 1))
     if n < 1:
-        raise ModelError(f"optimizer.n_starts = {n} must be >= 1")
+        raise ConfigError(f"optimizer.n_starts = {n} must be >= 1")
     starts = [parameter_point(problem, dict(oc.get("start") or {}), "optimizer.start")]
     if n > 1:
         U = qmc.LatinHypercube(d=len(names), seed=int(oc.get("seed", 0))).random(n - 1)
@@ -185,10 +186,10 @@ def optimise(problem, oc, progress=True, log=print, on_first=None):
     points, after the first evaluation."""
     iters = int(oc.get("iterations", 100))
     if iters < 0:
-        raise ModelError(f"optimizer.iterations = {iters} must be >= 0")
+        raise ConfigError(f"optimizer.iterations = {iters} must be >= 0")
     rounds = int(oc.get("constraint_rounds", 1))
     if rounds < 1:
-        raise ModelError(f"optimizer.constraint_rounds = {rounds} must be >= 1")
+        raise ConfigError(f"optimizer.constraint_rounds = {rounds} must be >= 1")
     gtol = float(oc.get("gtol", 0.0))
     theta0 = start_points(problem, oc, problem.pset.names)
     name, (vstep, vinit) = compiled_step(problem, oc)

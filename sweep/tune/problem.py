@@ -73,12 +73,12 @@ def _parse_metric(what, o):
 def parse_objectives(spec) -> list:
     """``objectives`` mapping -> list of dicts; one-line error naming the field."""
     if not spec:
-        raise ModelError("objectives: give at least one objective (metric, target)")
+        raise ConfigError("objectives: give at least one objective (metric, target)")
     out = []
     for name, o in spec.items():
         what = f"objectives.{name}"
         if not isinstance(o, dict):
-            raise ModelError(f"{what} must be a mapping with metric and target")
+            raise ConfigError(f"{what} must be a mapping with metric and target")
         check_keys(what, o, OBJECTIVE_KEYS)
         metric, side, comp = _parse_metric(what, o)
         if o.get("target") is None:
@@ -89,7 +89,7 @@ def parse_objectives(spec) -> list:
         from_target = scale is None
         scale = abs(target) if scale is None else Float().check(scale, f"{what}.scale")
         if not (np.isfinite(scale) and scale > 0):
-            raise ModelError(f"{what}.scale = {o.get('scale')}: needs a positive normalisation "
+            raise ConfigError(f"{what}.scale = {o.get('scale')}: needs a positive normalisation "
                              "(give scale when the target is 0)")
         out.append(dict(name=name, metric=metric, side=side, target=target, weight=weight,
                         scale=scale, scale_from_target=from_target, compliance=comp, kind="time" if metric in TIME_METRICS else "kc",
@@ -168,11 +168,11 @@ class TuneProblem:
         self.model = model_from_config(cfg.model)
         spec = OmegaConf.to_container(cfg.parameters, resolve=True) if cfg.get("parameters") else {}
         if not spec:
-            raise ModelError("parameters: give at least one parameter to tune")
+            raise ConfigError("parameters: give at least one parameter to tune")
         try:
             self.pset = build_parameters(spec, self.model)
         except ModelError as err:      # the same schema as sweep.parameters, named as in this config
-            raise ModelError(str(err).replace("sweep.parameters.", "parameters.")) from None
+            raise ConfigError(str(err).replace("sweep.parameters.", "parameters.")) from None
         self.objectives = parse_objectives(OmegaConf.to_container(cfg.objectives, resolve=True)
                                            if cfg.get("objectives") else {})
         self.constraints = parse_constraints(OmegaConf.to_container(cfg.constraints, resolve=True)
@@ -181,10 +181,10 @@ class TuneProblem:
         kcfg = OmegaConf.to_container(cfg.get("kc") or {}, resolve=True)
         self.loaded_radius = float(kcfg.get("loaded_radius", kc.DEFAULT_LOADED_RADIUS))
         if not self.loaded_radius > 0:
-            raise ModelError(f"kc.loaded_radius = {self.loaded_radius} must be > 0 [m]")
+            raise ConfigError(f"kc.loaded_radius = {self.loaded_radius} must be > 0 [m]")
         self.brake_lock = float(kcfg.get("brake_lock_stiffness", kc.DEFAULT_BRAKE_LOCK))
         if not self.brake_lock >= 0:
-            raise ModelError(f"kc.brake_lock_stiffness = {self.brake_lock} must be >= 0")
+            raise ConfigError(f"kc.brake_lock_stiffness = {self.brake_lock} must be >= 0")
         self.tol = float(kcfg.get("tolerance", 1e-6))
         self.lock_index = kc.brake_lock_index(self.model)
         rows = self.rows
@@ -230,32 +230,32 @@ class TuneProblem:
         t_end = float(tr.get("t_end", 0.3))
         t_step = float(tr.get("step_time", 0.05))
         if not dt > 0:
-            raise ModelError(f"{what}.dt = {dt} must be > 0")
+            raise ConfigError(f"{what}.dt = {dt} must be > 0")
         n = int(round(t_end / dt))
         if n < 1 or not math.isclose(n * dt, t_end, abs_tol=1e-9):
-            raise ModelError(f"{what}.dt = {dt} does not divide t_end = {t_end}")
+            raise ConfigError(f"{what}.dt = {dt} does not divide t_end = {t_end}")
         if not 0 <= t_step < t_end:
-            raise ModelError(f"{what}.step_time = {t_step} must be in [0, t_end = {t_end})")
+            raise ConfigError(f"{what}.step_time = {t_step} must be in [0, t_end = {t_end})")
         block = int(tr.get("checkpoint_block", 50))
         if block < 1 or n % block:
-            raise ModelError(f"{what}.checkpoint_block = {block} must divide the {n} steps")
+            raise ConfigError(f"{what}.checkpoint_block = {block} must divide the {n} steps")
         window = float(tr.get("settle_window", 0.05))
         if not 0 < window <= t_end - t_step:
-            raise ModelError(f"{what}.settle_window = {window} must be in (0, t_end - step_time]")
+            raise ConfigError(f"{what}.settle_window = {window} must be in (0, t_end - step_time]")
         solver = str(tr.get("solver", "dense"))
         base = np.zeros((2, 6))
         amp = np.zeros((2, 6))
         for arr, key in ((base, "wheel_loads"), (amp, "step")):
             for ch, val in (tr.get(key) or {}).items():
                 if ch not in kc.LOADS:
-                    raise ModelError(f"{what}.{key}.{ch}: unknown load channel (one of {', '.join(kc.LOADS)})")
+                    raise ConfigError(f"{what}.{key}.{ch}: unknown load channel (one of {', '.join(kc.LOADS)})")
                 arr[:, kc.LOADS.index(ch)] = float(val)
         refs = self.model.topology.tables.get("reference_bushings") or {}
         names = self.model.topology.bushing_names
         for o in self.rows:
             if o["metric"] == "peak_bushing_force" and not refs:
                 section = "objectives" if o in self.objectives else "constraints"
-                raise ModelError(f"{section}: peak_bushing_force needs a model with a reference_bushing")
+                raise ConfigError(f"{section}: peak_bushing_force needs a model with a reference_bushing")
         ref_idx = np.array([names.index(refs[s]) for s in kc.SIDES]) if refs else np.zeros(2, int)
         times = np.arange(n + 1) * dt
         return dict(dt=dt, n=n, block=block, t_step=t_step, t_end=t_end, solver=solver,
@@ -461,7 +461,7 @@ def targets_from(problem, oc, values, log=print):
     theta = parameter_point(problem, values, "targets_from")
     y = evaluate(problem, oc, theta)[:len(problem.objectives)]
     if not np.all(np.isfinite(y)):
-        raise ModelError(f"targets_from = {values}: the responses there are not finite (equilibrium failed)")
+        raise ConfigError(f"targets_from = {values}: the responses there are not finite (equilibrium failed)")
     log("targets from " + ", ".join(f"{n} = {v:g}" for n, v in zip(names, theta)) + ":")
     for o, v in zip(problem.objectives, y):
         o["target"] = float(v)
