@@ -74,8 +74,9 @@ def pattern_from_edges(m, edges) -> Pattern:
 
 @functools.lru_cache(maxsize=64)
 def model_pattern(topology) -> Pattern:
-    """Block pattern of J_r, J_v and A for a model topology (cached per structure)."""
-    edges = np.concatenate([topology.bushing_bodies, topology.p2p_bodies]).reshape(-1, 2)
+    """Block pattern of J_r, J_v and A for a model topology (cached per structure):
+    an edge per force element of every group (``topology.element_groups``)."""
+    edges = topology.element_bodies
     return pattern_from_edges(topology.n_bodies, edges)
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import blocks, forces
+from kernels import blocks
 from kernels.rotations import euler_to_matrix, kinematic_matrix_blocks, mm, mv, skew
 
 
@@ -46,11 +46,11 @@ def generalised_forces(model, r, v, u):
     m = topo.n_bodies
     x = _states_with_ground(r, v)
     Q = jnp.zeros((m + 1, 6), r.dtype)
-    for _, fn, params, attr, _jac in forces.GROUPS:
-        bodies = getattr(topo, attr)
+    for group in topo.element_groups:       # kernels.forces.ElementGroup
+        bodies = group.bodies(topo)
         if len(bodies) == 0:
             continue
-        g1, g2 = jax.vmap(fn)(params(model), x[bodies[:, 0]], x[bodies[:, 1]])
+        g1, g2 = jax.vmap(group.element)(group.params(model), x[bodies[:, 0]], x[bodies[:, 1]])
         Q = Q.at[bodies[:, 0]].add(g1).at[bodies[:, 1]].add(g2)
     Q = Q[:m]
     Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])
@@ -153,11 +153,12 @@ def _element_jacobians(model, r, v):
     pattern = blocks.model_pattern(topo)
     x = _states_with_ground(r, v)
     dG, dG_slots, gQ, gQ_bodies = [], [], [], []
-    for _, fn, params, attr, jac_fn in forces.GROUPS:
-        bodies = np.asarray(getattr(topo, attr))
+    for group in topo.element_groups:       # kernels.forces.ElementGroup
+        bodies = np.asarray(group.bodies(topo))
         if len(bodies) == 0:
             continue
-        prm = params(model)
+        fn, jac_fn = group.element, group.jacobian
+        prm = group.params(model)
         for kind, idx, slots in _element_slots(pattern, bodies, m):
             p = jax.tree_util.tree_map(lambda a: a[idx], prm)
             x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]

@@ -5,7 +5,15 @@ Each element function maps the states of its own two bodies,
 ``g = (F (3) in the vehicle frame [N], M (3) in the body frame [N m])``.
 The same functions are differentiated element-locally (``jacfwd`` w.r.t.
 the 24 states of the two bodies) to assemble J_r and J_v (eq. 5).
+
+Element types are :class:`ElementGroup` objects in the registry
+:data:`GROUPS` (built in: ``bushing``, ``p2p``); a new type is one group and
+a :func:`register_group` call (see the end of this module).
 """
+import contextlib
+import dataclasses
+from typing import Callable, Mapping, Optional
+
 import jax
 import jax.numpy as jnp
 
@@ -383,9 +391,134 @@ def p2p_element_jacobian(prm, x1, x2):
     return (g1, g2), ((to_angles(d1[0], E1), to_angles(d1[1], E1)), (to_angles(d2[0], E2), to_angles(d2[1], E2)))
 
 
-GROUPS = (
-    # (name, element function, parameter getter, topology attribute with body
-    #  slots, closed-form element Jacobian or None for forward-mode autodiff)
-    ("bushing", bushing_element, bushing_params, "bushing_bodies", bushing_element_jacobian),
-    ("p2p", p2p_element, p2p_params, "p2p_bodies", p2p_element_jacobian),
-)
+# ----------------------------------------------------------------------------- element groups
+#
+# Registry of force-element types. A group is one kind of element between two
+# bodies (method.md section 1: "force elements, grouped by type and
+# vectorised per group"); everything that walks the force elements (the
+# generalised forces and their element-local Jacobians, eq. 5, in
+# kernels.dynamics; the block pattern in kernels.blocks; the chassis reaction
+# in kernels.metrics; the topology hash) walks the groups of a model's
+# topology (``Topology.element_groups``: the built-in groups, then the
+# registered groups the model was built with), so a new element type is one
+# ``ElementGroup`` and a ``register_group`` call.
+
+RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "reference_bushings")
+
+
+def _unset(*_args):  # placeholder getter of a group that has not been completed
+    raise AssertionError("ElementGroup getter not set")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ElementGroup:
+    """One type of force element between two bodies (compared and hashed by identity).
+
+    name       group name (registry key; ``Model.elements`` / ``Topology.group_*`` key).
+    table_key  the section of the model tables (and of the model YAML's
+               ``per_side`` / ``shared``) that lists the elements, e.g. "bushings".
+    element    ``(prm, x1, x2) -> (g1, g2)``: generalised forces of one element on
+               its two bodies from their states x = (r (6), v (6)) (ground: zeros);
+               g = (F (3) vehicle frame [N], M (3) body frame [N m]). prm is one
+               element's slice of the group's parameter pytree. Must be
+               differentiable (forward mode) when ``jacobian`` is None.
+    jacobian   optional closed form ``(prm, x1, x2) -> ((g1, g2), ((dg1/dx1,
+               dg2/dx1), (dg1/dx2, dg2/dx2)))``, each (6, 12) over (r, v) of that
+               body (layout of :func:`bushing_element_jacobian`); None: forward-mode
+               autodiff of ``element`` (kernels.dynamics, eq. 5).
+    build      (registered groups) ``(rows, ends) -> params``: the validated table
+               rows (plain dicts with index, name, marker_1, marker_2, ...) and
+               ``ends`` = {"pos1", "pos2": (n, 3) marker positions in their body
+               frames [m], "rot1", "rot2": (n, 3, 3) marker axes in their body
+               frames} -> a pytree of arrays with leading axis n (floats become
+               float64). Body slots and names are taken from the rows by
+               :func:`kernels.model.build_model`.
+    validate   optional ``(row, where) -> None`` raising
+               :class:`kernels.model.ModelError` naming ``where.field`` and the value;
+               index, name and the two markers (known, on different bodies)
+               are checked for every group.
+    targets    sweepable parameters (sweep.params): {target: (parameter key,
+               column or None)}; the config target is ``"<name>.<target>"`` and
+               scales ``params[key][rows(, column)]``.
+    params, bodies, names
+               getters model -> parameter pytree, topology -> (n, 2) body slots
+               (slot n_bodies = ground), topology -> element names. Built-in
+               groups read their dedicated fields (``bu_*``, ``bushing_bodies``,
+               ...); registered groups default to ``model.elements[name]``,
+               ``topology.group_bodies[name]``, ``topology.group_names[name]``.
+    builtin    True for the bushing and P2P groups (built by build_model into
+               their own Model fields).
+    """
+    name: str
+    table_key: str
+    element: Callable
+    jacobian: Optional[Callable] = None
+    build: Optional[Callable] = None
+    validate: Optional[Callable] = None
+    targets: Mapping = dataclasses.field(default_factory=dict)
+    params: Optional[Callable] = None
+    bodies: Optional[Callable] = None
+    names: Optional[Callable] = None
+    builtin: bool = False
+
+    def __post_init__(self):
+        name = self.name
+        if self.params is None:
+            object.__setattr__(self, "params", lambda model: model.elements[name])
+        if self.bodies is None:
+            object.__setattr__(self, "bodies", lambda topo: topo.group_bodies[name])
+        if self.names is None:
+            object.__setattr__(self, "names", lambda topo: topo.group_names[name])
+
+
+BUSHING = ElementGroup(
+    "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
+    params=bushing_params, bodies=lambda topo: topo.bushing_bodies,
+    names=lambda topo: topo.bushing_names, builtin=True)
+P2P = ElementGroup(
+    "p2p", "p2p", p2p_element, jacobian=p2p_element_jacobian,
+    params=p2p_params, bodies=lambda topo: topo.p2p_bodies,
+    names=lambda topo: topo.p2p_names, builtin=True)
+BUILTIN_GROUPS = (BUSHING, P2P)
+
+GROUPS: dict = {g.name: g for g in BUILTIN_GROUPS}
+"""The registry: group name -> :class:`ElementGroup` (built-in groups first).
+:func:`kernels.model.build_model` builds every registered group whose
+``table_key`` section the tables have."""
+
+
+def register_group(group: ElementGroup) -> ElementGroup:
+    """Add a force-element type to :data:`GROUPS` (ValueError on a clash of
+    name or table key, or a group without ``build``). Models built before
+    keep their groups (they live on the topology)."""
+    if not isinstance(group, ElementGroup):
+        raise TypeError(f"register_group: {group!r} is not an ElementGroup")
+    if group.builtin or group.build is None:
+        raise ValueError(f"element group {group.name!r}: a registered group needs 'build' "
+                         "(and is not builtin)")
+    if group.name in GROUPS:
+        raise ValueError(f"element group {group.name!r} is already registered")
+    if group.table_key in RESERVED_TABLE_KEYS or any(
+            g.table_key == group.table_key for g in GROUPS.values()):
+        raise ValueError(f"element group {group.name!r}: table key {group.table_key!r} is "
+                         "reserved or used by another group")
+    GROUPS[group.name] = group
+    return group
+
+
+def unregister_group(name: str) -> None:
+    """Remove a registered (not built-in) group from :data:`GROUPS` (no error if absent)."""
+    g = GROUPS.get(name)
+    if g is not None and g.builtin:
+        raise ValueError(f"element group {name!r} is built in")
+    GROUPS.pop(name, None)
+
+
+@contextlib.contextmanager
+def registered(group: ElementGroup):
+    """Context manager: ``group`` registered inside the block, removed after."""
+    register_group(group)
+    try:
+        yield group
+    finally:
+        unregister_group(group.name)

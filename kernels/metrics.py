@@ -42,9 +42,11 @@ def chassis_reaction(model, r, v):
     m = topo.n_bodies
     x = _states_with_ground(r, v)
     total = jnp.zeros(3)
-    for _, fn, params, attr, _jac in forces.GROUPS:
-        b = getattr(topo, attr)
-        g1, g2 = jax.vmap(fn)(params(model), x[b[:, 0]], x[b[:, 1]])
+    for group in topo.element_groups:       # kernels.forces.ElementGroup
+        b = group.bodies(topo)
+        if len(b) == 0:
+            continue
+        g1, g2 = jax.vmap(group.element)(group.params(model), x[b[:, 0]], x[b[:, 1]])
         total = total + jnp.sum(jnp.where((b[:, 0] == m)[:, None], g1[:, :3], 0.0), 0)
         total = total + jnp.sum(jnp.where((b[:, 1] == m)[:, None], g2[:, :3], 0.0), 0)
     return total

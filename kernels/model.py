@@ -24,6 +24,9 @@ the design position (x forward, y left, z up; m).
 ``p2p``      index, name, marker_1, marker_2, kind (spring | damper |
              bump_stop | rebound_stop), and the law parameters documented at
              :func:`_p2p_law`.
+other        a registered element group's section (``kernels.forces.GROUPS``,
+             its ``table_key``): index, name, marker_1, marker_2 and the
+             group's own fields (checked by its ``validate``).
 ``wheels``   {left: body index, right: body index}: wheel bodies, whose frame
              origin is the wheel centre and whose body y axis is the spin
              axis. The external excitation u (method.md eq. 1b) is the force
@@ -43,9 +46,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import curves
+from kernels import curves, forces
+from kernels.names import DIRECTIONS, SIDES
 
-DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")
+__all__ = ["DIRECTIONS", "P2P_KINDS", "GROUND", "ModelError", "Topology", "Model",
+           "validate_tables", "build_model", "export_tables", "cast_floats"]
 P2P_KINDS = ("spring", "damper", "bump_stop", "rebound_stop")
 GROUND = 0
 
@@ -61,7 +66,10 @@ class Topology:
     Hashed and compared by structure (names and index arrays, not the
     informational ``tables``) so that it can be a static pytree field:
     functions jitted for one model are reused for every model of the same
-    structure, whatever its parameter values.
+    structure, whatever its parameter values. Registered element groups
+    (``extra_groups``) enter the hash by identity, with their names and body
+    slots: a model built with another group object of the same name is
+    another structure (no stale compiled function).
     """
     name: str
     body_names: tuple
@@ -73,6 +81,11 @@ class Topology:
     p2p_bodies: np.ndarray      # (n_p2p, 2)
     wheel_slots: np.ndarray     # (2,) state slots of left and right wheel
     tables: Any                 # the validated plain tables (exportable)
+    # registered (not built-in) element groups the model was built with
+    # (kernels.forces.ElementGroup, in registry order) and their elements
+    extra_groups: tuple = ()
+    group_names: dict = dataclasses.field(default_factory=dict)    # {group: names}
+    group_bodies: dict = dataclasses.field(default_factory=dict)   # {group: (n, 2) slots}
 
     @property
     def n_bodies(self):
@@ -83,13 +96,26 @@ class Topology:
         return 6 * self.n_bodies
 
     @property
+    def element_groups(self):
+        """The model's force-element groups: built-in, then :attr:`extra_groups`."""
+        return forces.BUILTIN_GROUPS + tuple(self.extra_groups)
+
+    @property
+    def element_bodies(self):
+        """(n_force_elements, 2) body slots of all elements, group by group."""
+        return np.concatenate([np.asarray(g.bodies(self)).reshape(-1, 2)
+                               for g in self.element_groups]).astype(int)
+
+    @property
     def n_force_elements(self):
-        return len(self.bushing_names) + len(self.p2p_names)
+        return sum(len(g.names(self)) for g in self.element_groups)
 
     def _key(self):
+        extra = tuple((g, tuple(self.group_names[g.name]), np.asarray(self.group_bodies[g.name]).tobytes())
+                      for g in self.extra_groups)
         return (self.name, self.body_names, self.bushing_names, self.p2p_names,
                 self.p2p_kinds, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
-                self.wheel_slots.tobytes())
+                self.wheel_slots.tobytes(), extra)
 
     def __hash__(self):
         return hash(self._key())
@@ -137,6 +163,9 @@ class Model:
     pp_k_scale: jax.Array      # (npp,) factor on the elastic force change from s = 0 (rate)
     pp_c_scale: jax.Array      # (npp, 2) factor on the damping force in compression, rebound
     topology: Topology = _field(metadata=dict(static=True))
+    # parameter pytrees of the registered element groups, {group name: pytree
+    # with leading axis n_group} (kernels.forces.ElementGroup.build)
+    elements: dict = _field(default_factory=dict)
 
 
 _DATA_FIELDS = [f.name for f in dataclasses.fields(Model) if f.name != "topology"]
@@ -256,13 +285,7 @@ def validate_tables(tables):
         rows, _ = _rows(tables, key)
         for i, e in enumerate(rows):
             w = _where(key, i, e)
-            for end in ("marker_1", "marker_2"):
-                if e.get(end) not in marker_rows:
-                    raise ModelError(f"{w}.{end} = {e.get(end)!r} is not a marker index")
-            b1 = markers[marker_rows[e["marker_1"]]]["body"]
-            b2 = markers[marker_rows[e["marker_2"]]]["body"]
-            if b1 == b2:
-                raise ModelError(f"{w}: both markers are on body {b1}")
+            _check_ends(e, w, markers, marker_rows)
             if key == "bushings":
                 for fld in ("stiffness", "damping"):
                     _non_negative(_vector(e, fld, 6, w), f"{w}.{fld}")
@@ -277,12 +300,35 @@ def validate_tables(tables):
             else:
                 _check_p2p(e, w, markers[marker_rows[e["marker_1"]]],
                            markers[marker_rows[e["marker_2"]]])
+    for group in _table_groups(tables):
+        rows, _ = _rows(tables, group.table_key)
+        for i, e in enumerate(rows):
+            w = _where(group.table_key, i, e)
+            _check_ends(e, w, markers, marker_rows)
+            if group.validate is not None:
+                group.validate(e, w)
     wheels = tables.get("wheels") or {}
-    for side in ("left", "right"):
+    for side in SIDES:
         if wheels.get(side) not in body_rows:
             raise ModelError(f"wheels.{side} = {wheels.get(side)!r} is not a body index")
     _vector(tables, "gravity", 3, "model", default=[0, 0, -9.81])
     return tables
+
+
+def _table_groups(tables):
+    """The registered (not built-in) element groups whose section the tables have."""
+    return [g for g in forces.GROUPS.values() if not g.builtin and tables.get(g.table_key)]
+
+
+def _check_ends(e, w, markers, marker_rows):
+    """An element's two markers exist and lie on different bodies."""
+    for end in ("marker_1", "marker_2"):
+        if e.get(end) not in marker_rows:
+            raise ModelError(f"{w}.{end} = {e.get(end)!r} is not a marker index")
+    b1 = markers[marker_rows[e["marker_1"]]]["body"]
+    b2 = markers[marker_rows[e["marker_2"]]]["body"]
+    if b1 == b2:
+        raise ModelError(f"{w}: both markers are on body {b1}")
 
 
 def _non_negative(arr, what):
@@ -450,6 +496,20 @@ def build_model(tables) -> Model:
         flat = _tables_to_arrays([s for row in spec for s in row], n_knots)
         return {kk: v.reshape((nb, 6) + v.shape[1:]) for kk, v in flat.items()}
 
+    # registered element groups: slots and names from the rows, parameters from the group's build
+    extra_groups, group_names, group_bodies, elements = [], {}, {}, {}
+    for group in _table_groups(tables):
+        rows = tables[group.table_key]
+        ends = [(local(e["marker_1"]), local(e["marker_2"])) for e in rows]
+        group_bodies[group.name] = np.array([(a[0], b[0]) for a, b in ends], int).reshape(-1, 2)
+        group_names[group.name] = tuple(e["name"] for e in rows)
+        prm = group.build(rows, {"pos1": np.array([a[1] for a, _ in ends]).reshape(-1, 3),
+                                 "rot1": np.array([a[2] for a, _ in ends]).reshape(-1, 3, 3),
+                                 "pos2": np.array([b[1] for _, b in ends]).reshape(-1, 3),
+                                 "rot2": np.array([b[2] for _, b in ends]).reshape(-1, 3, 3)})
+        elements[group.name] = jax.tree_util.tree_map(_as_leaf, prm)
+        extra_groups.append(group)
+
     inertia = np.array([b["inertia"] for b in bodies], float)
     wheels = tables["wheels"]
     topo = Topology(
@@ -463,6 +523,7 @@ def build_model(tables) -> Model:
         p2p_bodies=pp_bodies,
         wheel_slots=np.array([slot[wheels["left"]], slot[wheels["right"]]]),
         tables=tables,
+        extra_groups=tuple(extra_groups), group_names=group_names, group_bodies=group_bodies,
     )
     f = lambda a: jnp.asarray(a, jnp.float64)  # noqa: E731
     tree = lambda d: {kk: f(v) for kk, v in d.items()}  # noqa: E731
@@ -478,8 +539,14 @@ def build_model(tables) -> Model:
         pp_c=f(pc), pp_k_curve=tree(_tables_to_arrays(pkspec, n_knots)),
         pp_c_curve=tree(_tables_to_arrays(pcspec, n_knots)),
         pp_k_scale=f(np.ones(npp)), pp_c_scale=f(np.ones((npp, 2))),
-        topology=topo,
+        topology=topo, elements=elements,
     )
+
+
+def _as_leaf(a):
+    """A built parameter leaf as a JAX array: floats as float64, integers kept."""
+    a = np.asarray(a)
+    return jnp.asarray(a, jnp.float64 if not np.issubdtype(a.dtype, np.integer) else a.dtype)
 
 
 def export_tables(model: Model) -> dict:

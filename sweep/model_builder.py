@@ -23,6 +23,14 @@ markers then do not coincide at the design pose and the equilibrium takes
 up the adjustment. ``python -m sweep.align`` finds the distances that give
 the stated design toe / camber.
 
+Registered force-element groups (``kernels.forces.register_group``): a
+``per_side`` / ``shared`` section named after the group's ``table_key``
+lists its elements, each with ``bodies: [A, B]`` and either ``at`` (both
+markers at one point, axes from ``axis`` [default z] and ``x_hint``) or
+``from`` / ``to`` (one marker at each point, vehicle-frame axes); every
+other key is passed to the table row unchanged (the group's ``validate``
+checks it).
+
 Inertia specs: a 3x3 matrix, a diagonal ``[Ixx, Iyy, Izz]`` (body frame), or
 ``rods: [[A, B], ...]`` with ``radius`` (slender solid rods, mass split in
 proportion to length; centre of mass and inertia computed from them).
@@ -33,10 +41,11 @@ import math
 
 import numpy as np
 
-from kernels.model import DIRECTIONS, GROUND, ModelError
+from kernels import forces
+from kernels.model import GROUND, ModelError
+from kernels.names import DIRECTIONS, SIDES
 from kernels.rotations import euler_to_matrix
 
-SIDES = ("left", "right")
 MIRROR = np.diag([1.0, -1.0, 1.0])
 
 
@@ -260,6 +269,36 @@ def build_tables(cfg) -> dict:
                 row[key] = spec[key]
         p2p.append(row)
 
+    groups = [g for g in forces.GROUPS.values() if not g.builtin]
+    extra = {g.table_key: [] for g in groups}
+
+    def add_element(key, name, spec, side, suffix):
+        """A row of a registered element group (see the module docstring)."""
+        what = f"model.{key}.{name}"
+        if not isinstance(spec, dict):
+            raise ModelError(f"{what} must be a mapping")
+        b = spec.get("bodies")
+        if not isinstance(b, list) or len(b) != 2:
+            raise ModelError(f"{what}.bodies must name two bodies")
+        b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
+        if "at" in spec:
+            p1 = p2 = side.point(spec["at"], f"{what}.at")
+            R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
+                                side.S @ np.asarray(spec.get("x_hint", [1, 0, 0]), float))
+        elif "from" in spec and "to" in spec:
+            p1 = side.point(spec["from"], f"{what}.from")
+            p2 = side.point(spec["to"], f"{what}.to")
+            R = np.eye(3)
+        else:
+            raise ModelError(f"{what}: give 'at' or 'from' and 'to'")
+        rows = extra[key]
+        row = {"index": len(rows) + 1, "name": name,
+               "marker_1": add_marker(name + "/1", b1, p1, R),
+               "marker_2": add_marker(name + "/2", b2, p2, R)}
+        row.update({k: v for k, v in spec.items()
+                    if k not in ("bodies", "at", "axis", "x_hint", "from", "to")})
+        rows.append(row)
+
     per_side = cfg.get("per_side") or {}
     shared = cfg.get("shared") or {}
     sides = {s: _Side(hp, s) for s in SIDES}
@@ -278,6 +317,12 @@ def build_tables(cfg) -> dict:
         add_bushing(name, spec, centre, "")
     for name, spec in (shared.get("p2p") or {}).items():
         add_p2p(name, spec, centre, "")
+    for key in extra:
+        for s in SIDES:
+            for name, spec in (per_side.get(key) or {}).items():
+                add_element(key, f"{name}_{s}", spec, sides[s], f"_{s}")
+        for name, spec in (shared.get(key) or {}).items():
+            add_element(key, name, spec, centre, "")
 
     wheels = cfg.get("wheels") or {"left": "wheel_left", "right": "wheel_right"}
     tables = {
@@ -286,6 +331,7 @@ def build_tables(cfg) -> dict:
         "bodies": bodies, "markers": markers, "bushings": bushings, "p2p": p2p,
         "wheels": {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES},
     }
+    tables.update({key: rows for key, rows in extra.items() if rows})
     ref = cfg.get("reference_bushing")
     names = [b["name"] for b in bushings]
     tables["reference_bushings"] = {}

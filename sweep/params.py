@@ -14,6 +14,10 @@ A parameter (config ``sweep.parameters.<name>``)::
     bounds: [0.5, 2.0]
     scale: log                     # sampling space: linear | log
 
+A registered force-element group (``kernels.forces.register_group``) adds the
+targets ``<group>.<target>`` it declares in ``ElementGroup.targets`` (scale
+mode: a factor on ``model.elements[group][key]`` of the matching elements).
+
 Applying a parameter vector to a model is a pure function
 (:meth:`ParameterSet.apply`), so it vmaps over variants and differentiates.
 """
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.model import DIRECTIONS
+from kernels.names import DIRECTIONS
 from sweep.schema import Bounds, ConfigError, Float, fmt
 
 DIRECTION_GROUPS = {
@@ -49,7 +53,7 @@ KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "
 class Parameter:
     name: str
     target: str
-    field: str
+    field: object         # Model field name, or ("elements", group, key) for a registered group
     index: tuple          # index arrays into the field
     mode: str
     nominal: float
@@ -68,6 +72,18 @@ class Parameter:
         if self.scale == "log":
             return np.exp(np.log(self.lower) + z * (np.log(self.upper) - np.log(self.lower)))
         return self.lower + z * (self.upper - self.lower)
+
+
+def _get_field(model, field):
+    if isinstance(field, tuple):
+        return model.elements[field[1]][field[2]]
+    return getattr(model, field)
+
+
+def group_targets(model):
+    """{target: (group, parameter key, column)} of the model's registered element groups."""
+    return {f"{g.name}.{t}": (g, key, col) for g in model.topology.extra_groups
+            for t, (key, col) in dict(g.targets).items()}
 
 
 def _patterns(spec):
@@ -125,7 +141,8 @@ class ParameterSet:
         then (its reverse rule needs each entry written once)."""
         updates = {}
         for i, p in enumerate(self.params):
-            arr = updates.get(p.field, getattr(model, p.field))
+            arr = updates.get(p.field, None)
+            arr = _get_field(model, p.field) if arr is None else arr
             if p.mode == "scale":
                 arr = arr.at[p.index].multiply(theta[i], unique_indices=True)
             else:
@@ -134,7 +151,15 @@ class ParameterSet:
         if not updates:
             return model
         import dataclasses
-        return dataclasses.replace(model, **updates)
+        fields = {f: a for f, a in updates.items() if not isinstance(f, tuple)}
+        groups = {f[1] for f in updates if isinstance(f, tuple)}
+        if groups:
+            elements = dict(model.elements)
+            for g in groups:
+                elements[g] = {**elements[g], **{f[2]: a for f, a in updates.items()
+                                                 if isinstance(f, tuple) and f[1] == g}}
+            fields["elements"] = elements
+        return dataclasses.replace(model, **fields)
 
 
 def check_keys(what, mapping, known):
@@ -154,11 +179,20 @@ def build_parameters(spec, model) -> ParameterSet:
             raise ConfigError(f"{what} must be a mapping")
         check_keys(what, p, KNOWN_KEYS)
         target = p.get("target")
-        if target not in TARGETS:
-            raise ConfigError(f"{what}.target = {target!r} is not one of {', '.join(TARGETS)}")
-        field, kind, column = TARGETS[target]
+        extra = group_targets(model)
+        if target not in TARGETS and target not in extra:
+            raise ConfigError(f"{what}.target = {target!r} is not one of "
+                              f"{', '.join(list(TARGETS) + list(extra))}")
         pats = _patterns(p.get("elements", "*"))
-        if kind == "bushing":
+        if target in extra:
+            group, key, column = extra[target]
+            field, kind = ("elements", group.name, key), group.name
+        else:
+            field, kind, column = TARGETS[target]
+        if target in extra:
+            names = group.names(topo)
+            rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
+        elif kind == "bushing":
             names = topo.bushing_names
             rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
         else:

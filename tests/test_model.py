@@ -103,3 +103,17 @@ def test_equilibrium_failure_is_reported_not_raised(dw_model):
     u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
     eq = jax.jit(static_equilibrium, static_argnames=("max_iter",))(dw_model, u, max_iter=1)
     assert not bool(eq.converged) and int(eq.iterations) == 1
+
+
+def test_builtin_element_groups_and_shared_names(dw_model):
+    """The built-in groups live in the registry and in every topology; a model
+    without registered groups carries none (kernels.forces.GROUPS); the
+    direction names are the shared ones (kernels.names)."""
+    from kernels import forces, model, names
+    topo = dw_model.topology
+    assert topo.element_groups == (forces.GROUPS["bushing"], forces.GROUPS["p2p"])
+    assert topo.extra_groups == () and topo.group_bodies == {} and dw_model.elements == {}
+    np.testing.assert_array_equal(topo.element_bodies,
+                                  np.concatenate([topo.bushing_bodies, topo.p2p_bodies]))
+    assert topo.n_force_elements == len(topo.bushing_names) + len(topo.p2p_names)
+    assert model.DIRECTIONS is names.DIRECTIONS
