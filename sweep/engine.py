@@ -525,27 +525,30 @@ def _oserror(err):
             else err.strerror or str(err)).splitlines()[0]
 
 
-def compile_chunk_runner(runner, thetas, n_dev, what="the chunk runner", key=None):
+def compile_chunk_runner(runner, thetas, n_dev, what="the chunk runner", key=None, device=None):
     """Compile a chunk runner (from :func:`map_variants`) once for the padded
     chunk shape of ``thetas`` (logging "compiling <what> ..." first; a
     SIGINT / SIGTERM meanwhile stops the job). ``key`` (from
     :func:`sweep.tracecache.fingerprint` of the runner factory's arguments)
     lets a rerun skip tracing (one device; see :mod:`sweep.tracecache`).
-    Returns (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile
-    seconds)."""
+    ``device``: run on this one device (its inputs are placed there; e.g. the
+    host CPU for a stage XLA implements only there). Returns
+    (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile seconds)."""
+    place = (lambda t: jax.device_put(np.asarray(t), device)) if device is not None else \
+        (lambda t: _place(t, n_dev))
     from sweep import tracecache
     log.info("compiling %s (once per job) ...", what)
     tic = time.perf_counter()
 
     def build():
         fn, loaded = tracecache.traced(runner, (np.asarray(thetas),), key if n_dev == 1 else None)
-        return fn.lower(_place(thetas, n_dev)).compile(), loaded
+        return fn.lower(place(thetas)).compile(), loaded
     compiled, loaded = _stop().wait(build, doing="the compilation")
     compile_s = time.perf_counter() - tic
     log.info("compiled in %.1f s%s", compile_s, " (traced program from the trace cache)" if loaded else "")
 
     def run_chunk(thetas, m):
-        return jax.device_get(compiled(_place(thetas, n_dev)))
+        return jax.device_get(compiled(place(thetas)))
     return run_chunk, compile_s
 
 

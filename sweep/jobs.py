@@ -19,6 +19,7 @@ from sweep.schema import ConfigError
 KINDS = {
     "time_response": "sweep.time_response",   # LSRT2 / ROS34PW2 / linear-implicit Euler / Radau
     "kc": "sweep.kc",                         # quasi-static K&C rig analyses
+    "modes": "sweep.modes",                   # eigenfrequencies, damping, participation per variant
 }
 
 

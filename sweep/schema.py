@@ -219,7 +219,7 @@ INTEGRATOR = Map({
     "rtol": Float(gt=0), "atol_coordinates": Float(gt=0), "atol_speeds": Float(gt=0),
 })
 LOADCASE = Map({
-    "name": Str(), "kind": Str(choices=("time_response", "kc")), "description": Str(),
+    "name": Str(), "kind": Str(choices=("time_response", "kc", "modes")), "description": Str(),
     # time response
     "t_start": Float(unit="s"), "t_end": Float(unit="s"), "wheel_loads": LOADS,
     "changes": Optional(List(Map({"time": Float(unit="s"), "duration": Float(ge=0, unit="s"),
@@ -230,6 +230,8 @@ LOADCASE = Map({
     # (types only: sweep.kc.load_case checks the ranges, with the model's K&C conventions)
     "load": List(Float(), length=2), "steps": Int(), "loaded_radius": Float(unit="m"),
     "brake_lock_stiffness": Float(), "tolerance": Float(), "max_iterations": Int(),
+    # modes (sweep.modes.load_case checks the ranges)
+    "n_modes": Int(),
 })
 SWEEP = Map({
     "design": Str(), "n_variants": Int(), "seed": Int(ge=0), "parameters": Optional(Each(PARAMETER)),

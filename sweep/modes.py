@@ -1,0 +1,202 @@
+"""The modes job kind: eigenfrequencies, damping ratios and mode participation
+of every variant, linearised at its design position, into one cube.
+
+``python -m sweep loadcase=modes sweep=lhs sweep.n_variants=256``
+
+Per variant (:func:`make_variant`): apply the parameters, find the design
+position (wheel centres at design height, gravity only, the vertical wheel
+loads found: :func:`kernels.kc.design_position`, the same state the K&C jobs
+start from), linearise eq. (1) there at rest and solve the state matrix's
+eigenproblem (:func:`kernels.modes.modes`): the lowest ``loadcase.n_modes``
+oscillatory modes by frequency, each with its undamped natural frequency
+[Hz], damping ratio [-], the kinetic-energy share of every body and the
+elastic-energy share of every bushing (which parts move, which bushings
+work). A variant with fewer oscillatory modes gets NaN in the rest.
+
+Cube: dims ``variant``, ``mode`` (0 = lowest frequency), ``body``,
+``bushing``; variables ``frequency``, ``damping_ratio`` (variant, mode),
+``eigenvalue_real``, ``eigenvalue_imag`` [1/s], ``body_energy`` (variant,
+mode, body), ``bushing_energy`` (variant, mode, bushing), ``n_overdamped``
+(variant), ``status``, ``equilibrium_iterations``, one variable per swept
+parameter. Everything around it (chunks, store, resume, stops) is
+:mod:`sweep.engine`.
+
+The nonsymmetric eigensolver (``jnp.linalg.eig``) is XLA's CPU routine: on an
+accelerator the chunk runner of this kind runs on the host CPU (its inputs are
+placed there). Cost: BENCHMARKS.md ("Modes job").
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from omegaconf import OmegaConf
+
+from kernels import kc
+from kernels import modes as kmodes
+from sweep import engine
+from sweep.cube import provenance
+from sweep.design import make_design
+from sweep.engine import Channel
+from sweep.job import model_from_config
+from sweep.params import build_parameters
+from sweep.schema import ConfigError
+
+log = logging.getLogger("sweep")
+
+KIND = "modes"
+STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite"}
+KNOWN_KEYS = {"name", "kind", "n_modes", "tolerance", "max_iterations", "description"}
+VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
+
+CHANNELS = [
+    Channel("frequency", (), "Hz", "undamped natural frequency |lambda| / 2 pi of the mode"),
+    Channel("damping_ratio", (), "1", "damping ratio -Re(lambda) / |lambda| of the mode"),
+    Channel("eigenvalue_real", (), "1/s", "real part of the mode's eigenvalue lambda"),
+    Channel("eigenvalue_imag", (), "1/s", "imaginary part of the mode's eigenvalue lambda (> 0)"),
+    Channel("body_energy", ("body",), "1", "share of each body in the mode's kinetic energy"),
+    Channel("bushing_energy", ("bushing",), "1", "share of each bushing in the mode's elastic energy"),
+    Channel("n_overdamped", (), "1", "number of real eigenvalues (overdamped or static modes)",
+            per_step=False),
+]
+
+
+def load_case(lc: dict) -> dict:
+    """Validate a modes load case; one-line :class:`ConfigError` naming the key."""
+    for key in lc:
+        if key not in KNOWN_KEYS:
+            raise ConfigError(f"loadcase.{key}: unknown key for a modes load case "
+                              f"(known: {', '.join(sorted(KNOWN_KEYS))})")
+    n = lc.get("n_modes", 30)
+    if not isinstance(n, int) or n < 1:
+        raise ConfigError(f"loadcase.n_modes = {n!r} must be an integer >= 1")
+    tol = float(lc.get("tolerance", 1e-6))
+    if not tol > 0:
+        raise ConfigError(f"loadcase.tolerance = {lc.get('tolerance')} must be > 0 [N]")
+    max_iter = lc.get("max_iterations", 60)
+    if not isinstance(max_iter, int) or max_iter < 1:
+        raise ConfigError(f"loadcase.max_iterations = {max_iter!r} must be an integer >= 1")
+    return dict(n_modes=n, tol=tol, max_iter=max_iter)
+
+
+def channel_shapes(model, n_modes):
+    sizes = {"body": model.topology.n_bodies, "bushing": len(model.topology.bushing_names)}
+    return {c.name: tuple(sizes[d] for d in c.dims) for c in CHANNELS}
+
+
+def prepare(cfg) -> dict:
+    lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
+    model = model_from_config(cfg.model)
+    n = model.topology.n_dof
+    if lc["n_modes"] > n:
+        raise ConfigError(f"loadcase.n_modes = {lc['n_modes']} exceeds the model's {n} degrees of freedom")
+    sw = OmegaConf.to_container(cfg.sweep, resolve=True)
+    pset = build_parameters(sw.get("parameters") or {}, model)
+    X = make_design(sw, pset)
+    shapes = channel_shapes(model, lc["n_modes"])
+    # working set: the (2n)^2 complex state matrix and its eigenvectors
+    shard, nsh, _, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, lc["n_modes"]),
+                                       4 * n)
+    # one device: the eigen solve runs on the host CPU (see the module docstring)
+    return dict(model=model, pset=pset, X=X, lc=lc, shard=shard, num_shards=nsh, chunk=C, n_dev=1,
+                shapes=shapes)
+
+
+def make_variant(model, pset, lc):
+    """theta (P,) -> (modal outputs, status, Newton iterations of the design position)."""
+    n_modes = lc["n_modes"]
+
+    def variant(theta):
+        m = pset.apply(model, theta)
+        eq = kc.design_position(m, tol=lc["tol"], max_iter=lc["max_iter"])
+        md = kmodes.modes(m, eq.r, kc.design_loads(eq), n_modes=n_modes)
+        out = {"frequency": md.frequency, "damping_ratio": md.damping_ratio,
+               "eigenvalue_real": jnp.real(md.eigenvalue), "eigenvalue_imag": jnp.imag(md.eigenvalue),
+               "body_energy": md.body_energy, "bushing_energy": md.bushing_energy,
+               "n_overdamped": md.n_overdamped.astype(jnp.float64)}
+        finite = jnp.all(jnp.isfinite(md.frequency[:1]))
+        status = jnp.where(eq.converged, jnp.where(finite, 0, 2), 1).astype(jnp.int8)
+        out = jax.tree_util.tree_map(lambda a: jnp.where(status == 0, a, jnp.nan), out)
+        return out, status, eq.iterations
+    return variant
+
+
+def store_spec(job):
+    topo = job["model"].topology
+    n, K = len(job["X"]), job["lc"]["n_modes"]
+    coords = {
+        "variant": (np.arange(n, dtype=np.int64), {}),
+        "mode": (np.arange(K, dtype=np.int64), {"long_name": "mode number, by increasing frequency"}),
+        "body": (np.array(topo.body_names), {}),
+        "bushing": (np.array(topo.bushing_names), {}),
+    }
+    return engine.store_spec(job, coords, CHANNELS, job["shapes"], (("mode", K, K),), STATUS,
+                             "Newton iterations of the design position")
+
+
+def cube_attrs(job, cfg_yaml):
+    topo = job["model"].topology
+    return {"n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+            "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml, "cube_kind": KIND,
+            "linearised_at": "design position: wheel centres at design height, gravity only, "
+                              "vertical wheel loads found (kernels.kc.design_position), at rest",
+            "parameters": list(job["pset"].names), "chunk_size": int(job["chunk"]), **provenance()}
+
+
+def run(cfg, cfg_yaml, progress=None):
+    """Run (or resume) a modes job into its cube. Returns a summary dict."""
+    job = prepare(cfg)
+    C, pset = job["chunk"], job["pset"]
+    summary = {"kind": KIND, "n_modes": job["lc"]["n_modes"]}
+
+    def build_runner():
+        runner = engine.map_variants(make_variant(job["model"], pset, job["lc"]), 1,
+                                     engine.micro_batch_of(OmegaConf.to_container(cfg.sweep, resolve=True),
+                                                           C, 1, platform="cpu"))
+        what = (f"modes chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
+                f"design position + {2 * job['model'].topology.n_dof}-state eigenproblem, "
+                f"{C} variant(s) per chunk on the CPU")
+        from sweep.tracecache import fingerprint
+        key = fingerprint(KIND, C, job["model"], pset, job["lc"], engine.micro_batch_of(
+            OmegaConf.to_container(cfg.sweep, resolve=True), C, 1, platform="cpu"))
+        return engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), 1, what, key=key,
+                                           device=jax.devices("cpu")[0])
+    return engine.run_chunks(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
+                             engine.job_identity(cfg, VOLATILE, drop=("integrator",)), summary,
+                             build_runner, [c.name for c in CHANNELS], progress)
+
+
+def report(ds, cfg, s):
+    """Log the modes job summary: timing, status counts, the first good variant's modes."""
+    a = ds.attrs
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+             f"{a['n_dof']} DOF; modes at the design position, {s['n_modes']} lowest; design "
+             f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
+    if s["variants_run"]:
+        rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
+        log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
+                 f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']}")
+    else:
+        log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
+    status = ds.status.values
+    log.info("status: " + ", ".join(f"{v} {int(np.sum(status == k))}" for k, v in STATUS.items()
+                                    if np.sum(status == k) or k == 0))
+    ok = np.nonzero(status == 0)[0]
+    if len(ok):
+        v = int(ok[0])
+        d = ds.isel(variant=v)
+        log.info(f"modes of variant {v}: frequency [Hz], damping ratio [-], body with the largest "
+                 "kinetic-energy share, bushing with the largest elastic-energy share")
+        for k in range(ds.sizes["mode"]):
+            f = float(d.frequency[k])
+            if not np.isfinite(f):
+                break
+            b = d.body_energy[k].values
+            e = d.bushing_energy[k].values
+            log.info(f"  {k:3d} {f:9.2f} {float(d.damping_ratio[k]):8.3f}  "
+                     f"{str(ds.body.values[int(np.nanargmax(b))]):28s} {np.nanmax(b):5.2f}  "
+                     f"{str(ds.bushing.values[int(np.nanargmax(e))]):32s} {np.nanmax(e):5.2f}")
+    log.info(f"result cube: {os.path.abspath(s['path'])}")

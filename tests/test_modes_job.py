@@ -1,0 +1,69 @@
+"""The modes job kind (sweep/modes.py, ``loadcase=modes``): a design of
+variants -> one modes cube, each variant's frequencies and damping ratios
+equal to scipy's eigen solve of a state matrix assembled in the test (dense
+jacfwd of eq. 1, tests/test_modes.py) for that variant's parameters."""
+import jax
+import numpy as np
+import pytest
+import scipy.linalg
+import xarray as xr
+
+from tests.test_app import cfg_of
+from tests.test_modes import _dense_state_matrix
+
+TOY = ["model=toy_trailing_arm", "loadcase=modes", "loadcase.n_modes=8", "sweep.progress=false",
+       "cache.enabled=false"]
+LHS = ["sweep.design=lhs", "sweep.n_variants=3", "sweep.chunk_size=2",
+       "+sweep.parameters.pivots={target: bushing.stiffness, elements: 'pivot_*', directions: [radial], "
+       "bounds: [0.5, 2.0]}"]
+
+
+@pytest.fixture(scope="module")
+def modes_cube(tmp_path_factory):
+    from sweep import app
+    path = tmp_path_factory.mktemp("modes") / "modes.zarr"
+    cfg = cfg_of(*TOY, *LHS, f"output.path={path}")
+    assert app.main(cfg, progress=False) == 0
+    return cfg, xr.open_zarr(path)
+
+
+def test_modes_cube_equals_an_independent_eigen_solve_per_variant(modes_cube):
+    from kernels import kc
+    from sweep.job import model_from_config
+    from sweep.params import build_parameters
+    from omegaconf import OmegaConf
+    cfg, ds = modes_cube
+    assert ds.frequency.dims == ("variant", "mode") and ds.frequency.attrs["units"] == "Hz"
+    assert ds.body_energy.dims == ("variant", "mode", "body")
+    assert ds.bushing_energy.dims == ("variant", "mode", "bushing")
+    assert list(ds.status.values) == [0, 0, 0]
+    model = model_from_config(cfg.model)
+    pset = build_parameters(OmegaConf.to_container(cfg.sweep.parameters), model)
+    freqs = []
+    for v in range(3):
+        m = pset.apply(model, np.array([float(ds["pivots"].values[v])]))
+        eq = jax.jit(kc.design_position)(m)
+        lam = scipy.linalg.eigvals(_dense_state_matrix(m, eq.r, kc.design_loads(eq)))
+        osc = lam[lam.imag > 1e-9 * np.maximum(np.abs(lam), 1.0)]
+        ref = osc[np.argsort(np.abs(osc))][:8]
+        np.testing.assert_allclose(ds.frequency.values[v], np.abs(ref) / (2 * np.pi), rtol=1e-7)
+        np.testing.assert_allclose(ds.damping_ratio.values[v], -ref.real / np.abs(ref), rtol=1e-6, atol=1e-9)
+        freqs.append(ds.frequency.values[v])
+    # the swept pivot stiffness moves the modes (not a constant cube)
+    f = np.array(freqs)
+    assert np.max(np.ptp(f, axis=0) / f.mean(axis=0)) > 1e-2
+    # participation shares sum to one
+    np.testing.assert_allclose(ds.body_energy.sum("body").values, 1.0, rtol=1e-10)
+    np.testing.assert_allclose(ds.bushing_energy.sum("bushing").values, 1.0, rtol=1e-10)
+
+
+@pytest.mark.parametrize("over, key", [("loadcase.n_modes=0", "loadcase.n_modes = 0"),
+                                       ("loadcase.n_modes=99", "loadcase.n_modes = 99"),
+                                       ("+loadcase.travel=[0,1]", "loadcase.travel: unknown key")])
+def test_bad_modes_load_case_is_one_line(over, key, tmp_path, capsys):
+    from sweep import app
+    cfg = cfg_of(*TOY, over, f"output.path={tmp_path}/x.zarr")
+    assert app.main(cfg, progress=False) == 2
+    err = capsys.readouterr().err
+    assert key in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.zarr").exists()
