@@ -97,9 +97,10 @@ def prepare(cfg) -> dict:
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
     shapes = channel_shapes(model, lc["n_modes"])
-    # working set: the (2n)^2 complex state matrix and its eigenvectors
+    # working set: ~12 (2n)^2 float64 matrices (state matrix, eigenvectors
+    # as real and imaginary parts, LAPACK workspace)
     shard, nsh, _, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, lc["n_modes"]),
-                                       4 * n)
+                                       2 * n)
     # one device: the eigen solve runs on the host CPU (see the module docstring)
     return dict(model=model, pset=pset, X=X, lc=lc, shard=shard, num_shards=nsh, chunk=C, n_dev=1,
                 shapes=shapes)
