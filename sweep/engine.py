@@ -241,6 +241,20 @@ def micro_batch_of(sw, chunk, n_dev, platform=None):
     return mb if 0 < mb < per_dev else None
 
 
+def log_run(s, status, meanings):
+    """Log what a job run did (wall time, or that nothing was left) and the
+    status counts of its cube (``status`` values, ``meanings`` {code: name})."""
+    if s["variants_run"]:
+        rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
+        log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
+                 f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']} "
+                 f"on {s['devices']} device(s)")
+    else:
+        log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
+    log.info("status: " + ", ".join(f"{v} {int(np.sum(status == k))}" for k, v in meanings.items()
+                                    if np.sum(status == k) or k == 0))
+
+
 def run_chunks(cfg, job, spec, attrs, identity, summary, build_runner, names, progress=None):
     """The part every job kind shares: open (or resume) the store, and when
     chunks are left, compile the chunk runner once (``build_runner()`` ->

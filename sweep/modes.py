@@ -176,15 +176,8 @@ def report(ds, cfg, s):
     log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
              f"{a['n_dof']} DOF; modes at the design position, {s['n_modes']} lowest; design "
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
-    if s["variants_run"]:
-        rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
-        log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
-                 f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']}")
-    else:
-        log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
     status = ds.status.values
-    log.info("status: " + ", ".join(f"{v} {int(np.sum(status == k))}" for k, v in STATUS.items()
-                                    if np.sum(status == k) or k == 0))
+    engine.log_run(s, status, STATUS)
     ok = np.nonzero(status == 0)[0]
     if len(ok):
         v = int(ok[0])
