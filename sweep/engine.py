@@ -314,6 +314,52 @@ def map_variants(variant, n_dev=1, micro_batch=None):
     return jax.jit(f)
 
 
+class StagedRunner:
+    """A chunk runner in two stages for several devices: ``first(theta) ->
+    carry`` for the whole chunk on ONE device (e.g. the static-equilibrium
+    Newton loop), then ``second(theta, carry) -> outputs`` with the chunk
+    sharded over ``n_dev`` devices (:func:`map_variants`; e.g. the time
+    integration, a fixed number of steps).
+
+    Why: on XLA's CPU client a chunk runner that has the vmapped Newton
+    ``while_loop`` inside a multi-device computation stalled (issue 16:
+    ``AXLE_CPU_DEVICES=2``, chunks of 128+ variants never finished), while the
+    sharded fixed-step integration alone runs. The first stage is cheap (a
+    few Newton iterations against thousands of steps).
+
+    Used like a jitted function by :func:`compile_chunk_runner`:
+    ``runner.lower(thetas).compile()(thetas)``."""
+
+    def __init__(self, first, second, n_dev, micro_batch=None):
+        self.n_dev = n_dev
+        self.first = map_variants(first, 1, micro_batch)
+        self.second = map_variants(lambda a: second(*a), n_dev, micro_batch)
+
+    def lower(self, thetas):
+        return _StagedLowered(self, thetas)
+
+
+class _StagedLowered:
+    def __init__(self, runner, thetas):
+        self.runner, self.thetas = runner, thetas
+
+    def compile(self):
+        r = self.runner
+        dev0 = jax.devices()[0]
+        t0 = jax.device_put(self.thetas, dev0)
+        first = r.first.lower(t0).compile()
+        carry = jax.eval_shape(r.first, t0)
+        from jax.sharding import NamedSharding, PartitionSpec
+        sharding = NamedSharding(_mesh(r.n_dev), PartitionSpec("variant"))
+        spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)  # noqa: E731
+        second = r.second.lower((spec(self.thetas), jax.tree_util.tree_map(spec, carry))).compile()
+
+        def run(thetas):
+            c = first(jax.device_put(thetas, dev0))
+            return second((jax.device_put(thetas, sharding), jax.device_put(c, sharding)))
+        return run
+
+
 def run_guarded(run, cfg, cfg_yaml, progress=None):
     """``run(cfg, cfg_yaml, progress)`` (a job kind's ``run``, see
     :mod:`sweep.jobs`) with the engine's guards: console logging, clean stops

@@ -155,7 +155,7 @@ def error_norm(tolerance):
 
 
 def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                 method="lsrt2", tolerance=None):
+                 method="lsrt2", tolerance=None, stages=False):
     """The per-variant function of the time-response kind: ``theta (P,) ->
     (channels, status, equilibrium iterations)``.
 
@@ -163,33 +163,47 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     error estimate (ROS34PW2) and ``tolerance`` = (rtol, atol_coordinates,
     atol_speeds), a variant whose largest per-step estimate exceeds it gets
     status 3 ("inaccurate", values kept). A failed equilibrium (1) or a
-    non-finite state (2) gives NaN values."""
+    non-finite state (2) gives NaN values.
+
+    ``stages=True`` returns its two halves instead, ``equilibrium(theta) ->
+    (r_eq, converged, iterations)`` and ``integrate(theta, carry)`` (for
+    :class:`sweep.engine.StagedRunner`); ``variant`` is their composition."""
     u0 = loads.u_at(exc, t0)
     meth = METHODS[method]
     norm = error_norm(tolerance) if (tolerance is not None and meth.b_hat is not None) else None
 
-    def variant(theta):
+    def equilibrium(theta):
+        eq = statics.static_equilibrium(pset.apply(model, theta), u0)
+        return eq.r, eq.converged, eq.iterations
+
+    def integrate_from(theta, carry):
+        r_eq, converged, iterations = carry
         m = pset.apply(model, theta)
-        eq = statics.static_equilibrium(m, u0)
-        traj = response(m, exc, eq.r, t0, dt, n_samples, every, relin, solver, method, bushing_idx, norm)
+        traj = response(m, exc, r_eq, t0, dt, n_samples, every, relin, solver, method, bushing_idx, norm)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
         ok = jnp.where(traj.max_error > 1.0, 3, 0)
-        status = jnp.where(eq.converged, jnp.where(finite, ok, 2), 1).astype(jnp.int8)
+        status = jnp.where(converged, jnp.where(finite, ok, 2), 1).astype(jnp.int8)
         outs = jax.tree_util.tree_map(lambda a: jnp.where((status == 0) | (status == 3), a, jnp.nan),
                                       traj.outputs)
-        return outs, status, eq.iterations
-    return variant
+        return outs, status, iterations
+
+    if stages:
+        return equilibrium, integrate_from
+    return lambda theta: integrate_from(theta, equilibrium(theta))
 
 
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
                       n_dev=1, method="lsrt2", tolerance=None, micro_batch=None):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
-    (:func:`sweep.engine.map_variants`: ``n_dev`` devices, ``micro_batch``).
-    A chunk of one variant is the app's single-variant path."""
-    variant = make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver,
-                           method, tolerance)
-    return engine.map_variants(variant, n_dev, micro_batch)
+    (:func:`sweep.engine.map_variants`, ``micro_batch``). On ``n_dev`` > 1
+    devices the equilibria are solved first on one device and only the
+    integration is sharded (:class:`sweep.engine.StagedRunner`). A chunk of
+    one variant is the app's single-variant path."""
+    args = (model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver, method, tolerance)
+    if n_dev > 1:
+        return engine.StagedRunner(*make_variant(*args, stages=True), n_dev, micro_batch)
+    return engine.map_variants(make_variant(*args), 1, micro_batch)
 
 
 def channel_shapes(model, bushing_idx, channels=None):
