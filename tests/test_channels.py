@@ -1,8 +1,8 @@
 """Output channels are declared once (sweep.time_response.CHANNELS): a channel
 added to the table - one edit - reaches the cube with its dims, units and
 long name, shapes by jax.eval_shape, also when variants fail (NaN fill) and
-with the Radau reference path; and the engine's single-variant path is the
-function the sweep runs."""
+with the Radau reference path. (That the single-variant path lsrt2_run and
+the engine's cube agree: tests/test_app.py::test_cube_equals_direct_kernel_run.)"""
 import numpy as np
 import pytest
 import xarray as xr
@@ -67,24 +67,3 @@ def test_a_channel_whose_dims_do_not_match_its_value_is_refused(dw_model, monkey
     monkeypatch.setattr(time_response, "CHANNELS", [*time_response.CHANNELS, bad])
     with pytest.raises(ValueError, match="toe_again"):
         time_response.channel_shapes(dw_model, None)
-
-
-def test_single_variant_path_is_the_engine_variant(dw_model, step_excitation, dw_equilibrium):
-    """lsrt2_run (the single-variant path the benchmarks and tests use) and the
-    engine's chunk runner for one nominal variant give the same channels."""
-    import jax.numpy as jnp
-    from sweep.params import build_parameters
-    from sweep.time_response import lsrt2_run, make_chunk_runner
-    n = 21
-    nb = len(dw_model.topology.bushing_names)
-    direct = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.99, 1e-3, n_samples=n, every=1,
-                       relinearise_every=1)
-    run = make_chunk_runner(dw_model, build_parameters({}, dw_model), step_excitation, 4.99, 1e-3, n, 1, 1,
-                            list(range(nb)))
-    outs, status, _ = run(jnp.zeros((1, 0)))
-    assert int(status[0]) == 0
-    # the same function; the equilibrium is found inside the vmapped runner
-    # here and outside it there, so rounding differs (1e-11 relative)
-    for k, v in direct.items():
-        v = np.asarray(v)
-        np.testing.assert_allclose(np.asarray(outs[k])[0], v, rtol=1e-9, atol=1e-9 * np.abs(v).max())
