@@ -7,11 +7,12 @@ multiruns) is shared with ``python -m sweep.tune`` and ``python -m sweep.kc``:
 Devices: a chunk of variants is split across every JAX device
 (``sweep.engine.map_variants``), e.g. several GPUs. On a CPU, XLA can expose
 every core as a device (``AXLE_CPU_DEVICES=n`` sets
-``--xla_force_host_platform_device_count=n``), but this is opt-in: on the
-2-core development machine a 2-device job with chunks of 128 variants and
-more never finished (the XLA CPU client's concurrent executions stalled,
-with or without cross-device communication), while small chunks work and
-are tested. One device is the default.
+``--xla_force_host_platform_device_count=n``); a time-response job then
+solves the chunk's static equilibria on one device and shards only the
+integration (``sweep.engine.StagedRunner``: the Newton loop inside a
+multi-device computation stalled XLA's CPU client). Measured 1.5x on the
+2-core development machine (BENCHMARKS.md, "Two CPU devices"); opt-in, one
+device is the default; K&C and modes jobs use one device.
 """
 from sweep.entry import sweep_cli
 

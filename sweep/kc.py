@@ -136,8 +136,10 @@ def prepare_kc(cfg) -> dict:
     shapes = channel_shapes()
     shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, len(lc["amplitudes"])),
                                            model.topology.n_dof + 2)
+    # one device: the design-position Newton loop inside a multi-device
+    # computation stalled XLA's CPU client (sweep.engine.StagedRunner)
     return dict(model=model, pset=pset, X=X, lc=lc, lock_index=lock_index, shard=shard,
-                num_shards=nsh, chunk=C, n_dev=n_dev, shapes=shapes)
+                num_shards=nsh, chunk=C, n_dev=1, shapes=shapes)
 
 
 def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
