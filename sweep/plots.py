@@ -103,7 +103,13 @@ def overview(ds, path, n_samples=5, before=0.05, after=0.5):
         ax_f.legend(fontsize=7, loc="upper right", title="variants (grey: envelope of all)",
                     title_fontsize=7)
         both = np.concatenate([peak["left"], peak["right"]])
-        ax_h.hist([peak["left"], peak["right"]], bins=min(40, max(5, len(both) // 8)), label=["left", "right"])
+        span = None
+        c = float(np.mean(both)) if len(both) else 0.0
+        if len(both) and np.ptp(both) <= 1e-6 * max(abs(c), 1e-9):   # one value (e.g. one variant): +-5 %
+            span = (c - 0.05 * abs(c) - 1e-9, c + 0.05 * abs(c) + 1e-9)
+        ax_h.hist([peak["left"], peak["right"]], bins=min(40, max(5, len(both) // 8)), range=span,
+                  label=["left", "right"])
+        ax_h.ticklabel_format(axis="x", useOffset=False)
         ax_h.set_xlabel("peak |rise of fx| after the step [kN]")
         ax_h.set_ylabel("variants")
         ax_h.legend(fontsize=7)
