@@ -403,7 +403,8 @@ def p2p_element_jacobian(prm, x1, x2):
 # registered groups the model was built with), so a new element type is one
 # ``ElementGroup`` and a ``register_group`` call.
 
-RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "reference_bushings")
+RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "reference_bushings",
+                       "steering_joints", "travel_lock", "vehicle")
 
 
 def _unset(*_args):  # placeholder getter of a group that has not been completed

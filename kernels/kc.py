@@ -73,7 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import integrate, lsrt2, metrics
-from kernels.dynamics import linearise
+from kernels.dynamics import linearise, q_fn
 from kernels.model import ModelError
 from kernels import names
 from kernels.rotations import euler_to_matrix
@@ -113,6 +113,39 @@ METRICS = {
     "longitudinal_compliance_braking": ("mm/kN", "wheel-centre displacement rearward per kN of braking force at the contact patch"),
     "toe_per_aligning_torque": ("deg/(100 N m)", "toe change per 100 N m of aligning torque, toe-out sense > 0"),
     "camber_per_aligning_torque": ("deg/(100 N m)", "camber change per 100 N m of aligning torque, toe-out sense > 0"),
+    "caster": ("deg", "caster angle of the steering axis (side view, + = axis top rearward)"),
+    "kingpin_inclination": ("deg", "kingpin (steering-axis) inclination (front view, + = axis top inboard)"),
+    "caster_trail": ("mm", "caster trail at the ground (+ = steering-axis ground point ahead of the contact point)"),
+    "scrub_radius": ("mm", "scrub radius at the ground (+ = steering-axis ground point inboard of the contact point)"),
+    "toe_per_rack_travel": ("deg/mm", "toe change per mm of the side's own rack travel (+y), wheel heights held"),
+    "half_track_change_rate": ("mm/m", "contact-point movement outboard per metre of parallel wheel travel"),
+    "wheel_recession": ("mm/m", "wheel-centre movement rearward per metre of parallel wheel travel"),
+    "spring_motion_ratio": ("1", "main-spring compression per wheel travel (parallel travel)"),
+    "damper_motion_ratio": ("1", "damper compression per wheel travel (parallel travel)"),
+    "anti_roll_bar_wheel_rate": ("N/mm", "anti-roll bar's share of the roll wheel rate (opposite travel): "
+                                 "roll_wheel_rate - wheel_rate (twice the bar's one-side rate at the wheel)"),
+    "braking_path_angle": ("deg", "side-view path angle of the wheel-carrier point at the contact point in "
+                           "parallel travel (+ = forward in bump): outboard brakes' anti-dive / anti-lift angle"),
+    "traction_path_angle": ("deg", "side-view path angle of the wheel centre in parallel travel (+ = forward in "
+                            "bump): anti-lift / anti-squat angle with the drive force at the wheel centre"),
+    "anti_pitch_braking": ("%", "percent anti-dive (front axle) or anti-lift (rear axle) in braking, outboard "
+                           "brakes, from braking_path_angle and the model's vehicle data"),
+    "anti_pitch_traction": ("%", "percent anti-lift (front axle, front drive) or anti-squat (rear axle, rear "
+                            "drive) in traction, from traction_path_angle and the model's vehicle data"),
+}
+# axle-level metrics (one value per variant), the cube's order
+AXLE_METRICS = {
+    "roll_centre_height": ("mm", "kinematic roll-centre height above the ground (contact points) at the design position"),
+    "roll_centre_lateral": ("mm", "kinematic roll-centre lateral position (+ = left) at the design position"),
+}
+# per-step geometry channels of the curves: name -> (dims after the step, units, long name)
+GEOMETRY_CHANNELS = {
+    "caster": (("side",), "rad", "caster angle of the steering axis (+ = axis top rearward)"),
+    "kingpin_inclination": (("side",), "rad", "kingpin inclination of the steering axis (+ = axis top inboard)"),
+    "caster_trail": (("side",), "m", "caster trail at the ground (+ = axis ground point ahead of the contact point)"),
+    "scrub_radius": (("side",), "m", "scrub radius at the ground (+ = axis ground point inboard of the contact point)"),
+    "half_track_change": (("side",), "m", "contact-point movement outboard from the design position"),
+    "roll_centre_height": ((), "m", "kinematic roll-centre height above the ground (mean contact-point height)"),
 }
 COMPLIANCE_UNITS = ("SI: m/N (x,y,z per fx,fy,fz), m/(N m) (x,y,z per mx,my,mz), rad/N (rx,ry,rz per "
                     "fx,fy,fz), rad/(N m) (rx,ry,rz per mx,my,mz)")
@@ -200,6 +233,240 @@ def toe_camber_jacobian(model, r):
     return J.reshape(2, 2, 6 * m)
 
 
+# --------------------------------------------------------------------------- geometry
+
+def steering_joints(model):
+    """Bushing indices (2,) of the steering joints (left, right): the joint
+    whose second marker the rack moves (model config ``steering_joint``), or
+    None when the model names none. Host-side."""
+    sj = model.topology.tables.get("steering_joints") or {}
+    if not sj:
+        return None
+    names = list(model.topology.bushing_names)
+    return np.array([names.index(sj[s]) for s in SIDES], int)
+
+
+def travel_lock_slots(model):
+    """State slots (2,) of the bodies whose height locks the suspension travel
+    for the steering axis (model config ``travel_lock``), or None. Host-side."""
+    tl = model.topology.tables.get("travel_lock") or {}
+    if not tl:
+        return None
+    names = list(model.topology.body_names)
+    return np.array([names.index(tl[s]) for s in SIDES], int)
+
+
+def rack_direction(model, r, joints):
+    """(2, nb, 3): change of ``bu_pos2`` (second-body frame) per metre of rack
+    travel of the left / right steering joint, the marker moving along
+    vehicle +y (rack travel > 0 to the left)."""
+    m = model.topology.n_bodies
+    nb = model.bu_pos2.shape[0]
+    D = jnp.zeros((2, nb, 3), r.dtype)
+    for s in range(2):
+        j = int(joints[s])
+        b2 = int(model.topology.bushing_bodies[j, 1])
+        R2 = jnp.eye(3, dtype=r.dtype) if b2 == m else euler_to_matrix(r[b2, 3:])
+        D = D.at[s, j].set(R2[1, :])                      # R2^T e_y
+    return D
+
+
+def contact_points(model, r, loaded_radius):
+    """Tyre contact points (2, 3) [m]: the lowest point of a rigid wheel of
+    radius ``loaded_radius`` in the wheel plane, c = wc - R n with n the
+    unit vector of the wheel plane closest to vehicle e_z (rim in the plane
+    normal to the spin axis a: n = unit(e_z - (e_z . a) a))."""
+    slots = model.topology.wheel_slots
+    a = euler_to_matrix(r[slots, 3:])[:, :, 1]
+    ez = jnp.array([0.0, 0.0, 1.0], r.dtype)
+    n = ez[None, :] - a[:, 2:3] * a
+    n = n / jnp.linalg.norm(n, axis=1, keepdims=True)
+    return r[slots, :3] - loaded_radius * n
+
+
+def carrier_slots(model):
+    """State slots (2,) of the wheel carriers: the body other than the ground
+    joined to each wheel by a bushing (the wheel bearing). Host-side."""
+    topo = model.topology
+    out = []
+    for w in np.asarray(topo.wheel_slots):
+        other = [int(b2 if b1 == w else b1) for b1, b2 in np.asarray(topo.bushing_bodies)
+                 if w in (b1, b2) and topo.n_bodies not in (b1, b2)]
+        if not other:
+            raise ModelError(f"wheel body {topo.body_names[int(w)]!r}: no bearing bushing to a wheel carrier")
+        out.append(other[0])
+    return np.array(out, int)
+
+
+def p2p_lengths(model, r):
+    """Point-to-point element lengths (npp,) [m] at pose r."""
+    from kernels.forces import marker_kinematics
+    m = model.topology.n_bodies
+    x = jnp.concatenate([jnp.concatenate([r, jnp.zeros_like(r)], 1),
+                         jnp.zeros((1, 12), r.dtype)], 0)
+    b = np.asarray(model.topology.p2p_bodies)
+    if len(b) == 0:
+        return jnp.zeros((0,), r.dtype)
+    p1 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 0]], model.pp_pos1)
+    p2 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 1]], model.pp_pos2)
+    del m
+    return jnp.linalg.norm(p2 - p1, axis=1)
+
+
+def p2p_of_kind(model, kind):
+    """Index (2,) of the first point-to-point element of ``kind`` ('spring',
+    'damper', ...) on each side (names ending ``_left`` / ``_right``), -1 if none."""
+    topo = model.topology
+    out = []
+    for s in SIDES:
+        idx = [i for i, (nm, k) in enumerate(zip(topo.p2p_names, topo.p2p_kinds))
+               if k == kind and nm.endswith(f"_{s}")]
+        out.append(idx[0] if idx else -1)
+    return np.array(out, int)
+
+
+def screw_axis(omega, vel, point):
+    """Instantaneous screw axis of a rigid body from its small rotation
+    ``omega`` (3,) and the velocity ``vel`` (3,) of ``point`` (3,) (both per
+    unit of the same input): unit direction e (pointing up, e_z >= 0) and the
+    axis point closest to ``point``: point + omega x vel / |omega|^2."""
+    w2 = jnp.sum(omega * omega)
+    e = omega / jnp.sqrt(w2)
+    e = jnp.where(e[2] < 0, -e, e)
+    return e, point + jnp.cross(omega, vel) / w2
+
+
+def steering_axis_geometry(e, p, c, side_sign):
+    """Caster, kingpin inclination [rad], caster trail and scrub radius [m] of
+    a steering axis (unit e pointing up, through p) against the contact point c
+    (ground plane z = c_z): caster > 0 with the axis top rearward; kingpin
+    inclination > 0 with the top inboard; trail > 0 with the axis' ground
+    point ahead of c; scrub radius > 0 with the ground point inboard of c
+    (side_sign +1 left, -1 right)."""
+    caster = jnp.arctan2(-e[0], e[2])
+    kpi = jnp.arctan2(-side_sign * e[1], e[2])
+    t = (c[2] - p[2]) / e[2]
+    g = p + t * e
+    return caster, kpi, g[0] - c[0], side_sign * (c[1] - g[1])
+
+
+def roll_centre(c, dc):
+    """Kinematic roll centre (y, z) [m] from the contact points c (2, 3) and
+    their velocities dc (2, 3) per unit of each side's own vertical travel:
+    the intersection, in the y-z plane, of the lines through each contact
+    point normal to its velocity (each line passes through the side's
+    instantaneous centre)."""
+    d = jnp.stack([dc[:, 2], -dc[:, 1]], axis=1)          # (2, 2) line directions (y, z)
+    A = jnp.stack([d[0], -d[1]], axis=1)
+    tu = jnp.linalg.solve(A, c[1, 1:] - c[0, 1:])
+    return c[0, 1:] + tu[0] * d[0]
+
+
+GEOMETRY_STEP = ("caster", "kingpin_inclination", "caster_trail", "scrub_radius")
+
+
+def geometry(model, r, u, loaded_radius, joints=None, lin=None):
+    """Suspension geometry at pose r (loads u (2, 6) applied at the wheel
+    centres, the vertical ones included), from the exact derivatives of the
+    equilibrium with the wheel-centre heights held (bordered system, as on a
+    K&C rig whose wheel pads hold the height):
+
+    * steering axis per side: the instantaneous screw axis of the wheel
+      relative to the body under rack travel at the side's steering joint
+      (:func:`rack_direction`) with the suspension travel locked: the rack
+      column with the heights held plus the own-side travel that undoes the
+      change of the locked quantity - the height (centre of mass) of the
+      model's ``travel_lock`` body (a link that moves only with travel, e.g.
+      the double wishbone's lower link), else the length of the side's first
+      ``spring`` element; heights held if neither. This is Adams/Car's
+      "instant axis" steer-axis method (it locks the vertical motion of a
+      part so that the spring travel is locked). Bushing
+      compliance is included, as on a rig: a compliant axle's axis differs
+      from the line through its ball joints. ``caster``,
+      ``kingpin_inclination`` [rad], ``caster_trail``, ``scrub_radius`` [m]
+      (:func:`steering_axis_geometry`) and ``toe_per_rack`` [rad/m] (toe
+      change per metre of the side's own rack travel, heights held); NaN
+      without a steering joint;
+    * ``contact_point`` (2, 3) [m] (:func:`contact_points`);
+    * ``roll_centre`` (y, z) [m] (:func:`roll_centre`, from each side's own
+      travel with the other held), ``roll_centre_height`` above the mean
+      contact-point height [m];
+    * per metre of parallel travel: ``d_wheel_centre``, ``d_contact_point``
+      (the geometric contact point), ``d_carrier_contact_point`` (the
+      wheel-carrier point at the contact point: where an outboard brake's
+      reaction acts) (2, 3) and ``d_p2p_length`` (npp,) [m/m].
+    """
+    m = model.topology.n_bodies
+    n = 6 * m
+    v0 = jnp.zeros_like(r)
+    if lin is None:
+        lin = linearise(model, r, v0, u)
+    Jb = bordered_jacobian(model, lin)
+    rhs = jnp.zeros((n + 2, 4), r.dtype).at[n:, :2].set(jnp.eye(2, dtype=r.dtype) / Z_UNIT)
+    if joints is not None:
+        import dataclasses
+        D = rack_direction(model, r, joints)
+        for s in range(2):
+            dq = jax.jvp(lambda p: q_fn(dataclasses.replace(model, bu_pos2=p), r, v0, u).reshape(-1),
+                         (model.bu_pos2,), (D[s],))[1]
+            rhs = rhs.at[:n, 2 + s].set(-dq)
+    dx = jnp.linalg.solve(Jb, rhs)[:n]                       # (n, 4): z_left, z_right, rack_left, rack_right
+    slots = np.asarray(model.topology.wheel_slots)
+    R = loaded_radius
+    c = contact_points(model, r, R)
+    cfun = lambda rr: contact_points(model, rr.reshape(m, 6), R)
+    dc = jax.vmap(lambda t: jax.jvp(cfun, (r.reshape(-1),), (t,))[1], in_axes=1)(dx[:, :2])   # (2 cols, 2, 3)
+    out = {"contact_point": c}
+    own = jnp.stack([dc[0, 0], dc[1, 1]])                    # side s's contact point per own travel
+    rc = roll_centre(c, own)
+    out["roll_centre"] = rc
+    out["roll_centre_height"] = rc[1] - jnp.mean(c[:, 2])
+    par = dx[:, 0] + dx[:, 1]
+    out["d_wheel_centre"] = par.reshape(m, 6)[slots, :3]
+    out["d_contact_point"] = dc[0] + dc[1]
+    # the carrier-fixed point at the contact point (outboard brake reaction)
+    cs = carrier_slots(model)
+    dcar = par.reshape(m, 6)[cs]
+    wc = jax.vmap(lambda a, d: _wheel_rotation_rates(a) @ d)(r[cs, 3:], dcar[:, 3:])
+    out["d_carrier_contact_point"] = dcar[:, :3] + jnp.cross(wc, c - r[cs, :3])
+    npp = model.pp_pos1.shape[0]
+    if npp:
+        lfun = lambda rr: p2p_lengths(model, rr.reshape(m, 6))
+        dL = jax.vmap(lambda t: jax.jvp(lfun, (r.reshape(-1),), (t,))[1], in_axes=1)(dx)   # (4, npp)
+    else:
+        dL = jnp.zeros((4, 0), r.dtype)
+    out["d_p2p_length"] = dL[0] + dL[1]
+    nan2 = jnp.full((2,), jnp.nan, r.dtype)
+    if joints is None:
+        for k in (*GEOMETRY_STEP, "toe_per_rack"):
+            out[k] = nan2
+        return out
+    toe_fn = lambda rr: metrics.toe_camber(model, rr.reshape(m, 6))[0]
+    springs = p2p_of_kind(model, "spring")
+    locks = travel_lock_slots(model)
+    geo, dtoe = [], []
+    for s in range(2):
+        rack = dx[:, 2 + s]
+        dtoe.append(jax.jvp(toe_fn, (r.reshape(-1),), (rack,))[1][s])
+        # lock the suspension travel: add the own-side travel that undoes the
+        # change of the locked quantity (the travel-lock body's height, else
+        # the spring length)
+        if locks is not None:
+            i = 6 * int(locks[s]) + 2
+            rack = rack - dx[i, 2 + s] / dx[i, s] * dx[:, s]
+        elif springs[s] >= 0:
+            k = int(springs[s])
+            rack = rack - dL[2 + s, k] / dL[s, k] * dx[:, s]
+        d = rack.reshape(m, 6)[slots[s]]
+        omega = _wheel_rotation_rates(r[slots[s], 3:]) @ d[3:]
+        e, p = screw_axis(omega, d[:3], r[slots[s], :3])
+        geo.append(steering_axis_geometry(e, p, c[s], SIDE_SIGN[s]))
+    for i, k in enumerate(GEOMETRY_STEP):
+        out[k] = jnp.stack([geo[0][i], geo[1][i]])
+    out["toe_per_rack"] = jnp.stack(dtoe)
+    return out
+
+
 # --------------------------------------------------------------------------- load directions
 
 def load_direction(analysis, loaded_radius):
@@ -224,10 +491,60 @@ def load_direction(analysis, loaded_radius):
 
 # --------------------------------------------------------------------------- metrics
 
-def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS):
+GEOMETRY_METRICS = ("caster", "kingpin_inclination", "caster_trail", "scrub_radius", "toe_per_rack_travel",
+                    "half_track_change_rate", "wheel_recession", "spring_motion_ratio", "damper_motion_ratio",
+                    "anti_roll_bar_wheel_rate", "braking_path_angle", "traction_path_angle",
+                    "anti_pitch_braking", "anti_pitch_traction")
+# NaN (not a failure) when the model lacks what defines them: a steering joint,
+# a spring / damper element per side, vehicle data
+OPTIONAL_METRICS = ("caster", "kingpin_inclination", "caster_trail", "scrub_radius", "toe_per_rack_travel",
+                    "spring_motion_ratio", "damper_motion_ratio", "anti_pitch_braking", "anti_pitch_traction")
+
+
+def vehicle_data(model):
+    """The model's vehicle data (``vehicle`` in its config) or None:
+    {axle: 'front' | 'rear', wheelbase [m], cg_height [m], front_brake_share}."""
+    return model.topology.tables.get("vehicle") or None
+
+
+def geometry_metrics(model, geo, wheel_rate, roll_wheel_rate):
+    """Design-position metrics (engineering units) from :func:`geometry`."""
+    sign = jnp.asarray(SIDE_SIGN)
+    nan2 = jnp.full((2,), jnp.nan, geo["contact_point"].dtype)
+    out = {"caster": geo["caster"] * DEG, "kingpin_inclination": geo["kingpin_inclination"] * DEG,
+           "caster_trail": geo["caster_trail"] * 1000.0, "scrub_radius": geo["scrub_radius"] * 1000.0,
+           "toe_per_rack_travel": geo["toe_per_rack"] * DEG / 1000.0,
+           "half_track_change_rate": sign * geo["d_contact_point"][:, 1] * 1000.0,
+           "wheel_recession": -geo["d_wheel_centre"][:, 0] * 1000.0}
+    for kind in ("spring", "damper"):
+        idx = p2p_of_kind(model, kind)
+        out[f"{kind}_motion_ratio"] = (nan2 if np.any(idx < 0) else -geo["d_p2p_length"][idx])
+    out["anti_roll_bar_wheel_rate"] = roll_wheel_rate - wheel_rate
+    dcp, dwc = geo["d_carrier_contact_point"], geo["d_wheel_centre"]
+    tb, tt = dcp[:, 0] / dcp[:, 2], dwc[:, 0] / dwc[:, 2]
+    out["braking_path_angle"] = jnp.arctan(tb) * DEG
+    out["traction_path_angle"] = jnp.arctan(tt) * DEG
+    veh = vehicle_data(model)
+    if veh is None:
+        out["anti_pitch_braking"] = out["anti_pitch_traction"] = nan2
+    else:
+        lh = veh["wheelbase"] / veh["cg_height"]
+        if veh["axle"] == "front":
+            out["anti_pitch_braking"] = tb * lh * veh["front_brake_share"] * 100.0
+            out["anti_pitch_traction"] = tt * lh * 100.0
+        else:
+            out["anti_pitch_braking"] = -tb * lh * (1.0 - veh["front_brake_share"]) * 100.0
+            out["anti_pitch_traction"] = -tt * lh * 100.0
+    return out
+
+
+def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=True):
     """All K&C metrics (module doc) at the design position ``eq``
-    (:func:`design_position`). Returns {name: (2,) per side} plus
-    ``compliance_matrix`` (2, 6, 6) and ``compliance_full`` (12, 12) [SI]."""
+    (:func:`design_position`). Returns {name: (2,) per side}, the axle-level
+    :data:`AXLE_METRICS` {name: ()}, ``compliance_matrix`` (2, 6, 6) and
+    ``compliance_full`` (12, 12) [SI]. ``with_geometry=False`` leaves out
+    :data:`GEOMETRY_METRICS` and :data:`AXLE_METRICS` (cheaper: the tuner
+    asks for them only when an objective or constraint uses one)."""
     m = model.topology.n_bodies
     r0 = eq.r
     u0 = design_loads(eq)
@@ -275,7 +592,14 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS):
     Gs = G.reshape(2, 6, 2, 6)
     out["compliance_matrix"] = jnp.stack([Gs[0, :, 0, :], Gs[1, :, 1, :]])
     out["compliance_full"] = G
-    return {k: out[k] for k in (*METRICS, "compliance_matrix", "compliance_full")}
+    if not with_geometry:
+        return {k: out[k] for k in (*METRICS, "compliance_matrix", "compliance_full")
+                if k not in GEOMETRY_METRICS}
+    geo = geometry(model, r0, u0, R, steering_joints(model), lin=lin)
+    out.update(geometry_metrics(model, geo, out["wheel_rate"], out["roll_wheel_rate"]))
+    out["roll_centre_height"] = geo["roll_centre_height"] * 1000.0
+    out["roll_centre_lateral"] = geo["roll_centre"][0] * 1000.0
+    return {k: out[k] for k in (*METRICS, *AXLE_METRICS, "compliance_matrix", "compliance_full")}
 
 
 # --------------------------------------------------------------------------- nonlinear load cases
@@ -311,11 +635,17 @@ def _continuation(solve_one, amplitudes, state0):
     return jax.tree_util.tree_map(lambda x: x[inverse], res)
 
 
-def _step_outputs(model, r, r0, u):
+def _step_outputs(model, r, r0, u, loaded_radius, joints):
     toe, camber = metrics.toe_camber(model, r)
-    return {"wheel_centre_displacement": metrics.wheel_centre_position(model, r)
-            - metrics.wheel_centre_position(model, r0),
-            "toe": toe, "camber": camber, "wheel_load": u}
+    geo = geometry(model, r, u, loaded_radius, joints)
+    c0 = contact_points(model, r0, loaded_radius)
+    out = {"wheel_centre_displacement": metrics.wheel_centre_position(model, r)
+           - metrics.wheel_centre_position(model, r0),
+           "toe": toe, "camber": camber, "wheel_load": u,
+           "half_track_change": jnp.asarray(SIDE_SIGN) * (geo["contact_point"][:, 1] - c0[:, 1]),
+           "roll_centre_height": geo["roll_centre_height"]}
+    out.update({k: geo[k] for k in GEOMETRY_STEP})
+    return out
 
 
 def travel_direction(mode):
@@ -325,15 +655,19 @@ def travel_direction(mode):
     return np.array([1.0, 1.0]) if mode == "parallel" else SIDE_SIGN.copy()
 
 
-def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60):
+def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60,
+                 loaded_radius=DEFAULT_LOADED_RADIUS):
     """Wheel-travel load case: wheel-centre heights z_design + s * dz for each
     s in ``travel`` [m] (static array), dz = :func:`travel_direction` (mode)
     or a given (2,) array (so that modes can be vmapped). Returns per step:
     wheel_centre_displacement (2, 3) [m] from the design position, toe,
     camber (2,) [rad], wheel_load (2, 6) [N, N m] (the vertical force found),
-    converged."""
+    the steering-axis geometry :data:`GEOMETRY_STEP` (2,) [rad, m],
+    half_track_change (2,) [m, outboard > 0], roll_centre_height () [m]
+    (:func:`geometry` at each step), converged."""
     dz = jnp.asarray(travel_direction(mode) if isinstance(mode, str) else mode, eq0.r.dtype)
     z0 = design_heights(model)
+    joints = steering_joints(model)
     zero = jnp.zeros((2, 6), eq0.r.dtype)
 
     def solve_one(state, s):
@@ -341,24 +675,26 @@ def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60):
         eq = constrained_equilibrium(model, zero, z0 + s * dz, r_start=r, fz_start=fz,
                                      tol=tol, max_iter=max_iter)
         u = zero.at[:, 2].set(eq.fz)
-        return (eq.r, eq.fz), _step_outputs(model, eq.r, eq0.r, u), eq.converged
+        return (eq.r, eq.fz), _step_outputs(model, eq.r, eq0.r, u, loaded_radius, joints), eq.converged
 
     out, ok = _continuation(solve_one, travel, (eq0.r, eq0.fz))
     return {**out, "converged": ok}
 
 
-def force_curve(model, eq0, amplitudes, direction, tol=1e-6, max_iter=60):
+def force_curve(model, eq0, amplitudes, direction, tol=1e-6, max_iter=60,
+                loaded_radius=DEFAULT_LOADED_RADIUS):
     """Force load case: loads u = u0 + a * direction for each a in
     ``amplitudes`` (static array; N or N m), u0 = design wheel loads (vertical
     force held). ``direction`` (2, 6) from :func:`load_direction`. Returns
     per step the same fields as :func:`travel_curve`."""
     u0 = design_loads(eq0)
     D = jnp.asarray(direction, u0.dtype)
+    joints = steering_joints(model)
 
     def solve_one(r, a):
         u = u0 + a * D
         eq = static_equilibrium(model, u, r_start=r, tol=tol, max_iter=max_iter)
-        return eq.r, _step_outputs(model, eq.r, eq0.r, u), eq.converged
+        return eq.r, _step_outputs(model, eq.r, eq0.r, u, loaded_radius, joints), eq.converged
 
     out, ok = _continuation(solve_one, amplitudes, eq0.r)
     return {**out, "converged": ok}

@@ -21,8 +21,13 @@ Cube (``xarray.open_zarr``): dims ``variant``, the step dimension ``travel``
 (variant, step, side, axis) [m] from the design position; ``toe``,
 ``camber`` (variant, step, side) [rad, DIN 70000]; ``wheel_load`` (variant,
 step, side, component) [N, N m] applied at the wheel centre (wheel travel:
-the vertical force found); ``converged`` (variant, step); one variable per
-metric (variant, side) in engineering units (:data:`kernels.kc.METRICS`);
+the vertical force found); the geometry at every step
+(:data:`kernels.kc.GEOMETRY_CHANNELS`: ``caster``, ``kingpin_inclination``
+[rad], ``caster_trail``, ``scrub_radius``, ``half_track_change`` (variant,
+step, side) [m], ``roll_centre_height`` (variant, step) [m]); ``converged``
+(variant, step); one variable per metric (variant, side) in engineering units
+(:data:`kernels.kc.METRICS`) and per axle metric (variant)
+(:data:`kernels.kc.AXLE_METRICS`: roll-centre height and lateral position);
 ``compliance_matrix`` (variant, side, dof, component) [SI]; ``status``,
 ``equilibrium_iterations``; one variable per swept parameter.
 """
@@ -154,11 +159,15 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
         met = kc.kc_metrics(m, eq, R)
         met.pop("compliance_full")
         if lc["analysis"] == "wheel_travel":
-            curve = kc.travel_curve(m, eq, amps, lc["mode"], tol=lc["tol"], max_iter=lc["max_iter"])
+            curve = kc.travel_curve(m, eq, amps, lc["mode"], tol=lc["tol"], max_iter=lc["max_iter"],
+                                    loaded_radius=R)
         else:
             curve = kc.force_curve(m, eq, amps, kc.load_direction(lc["analysis"], R),
-                                   tol=lc["tol"], max_iter=lc["max_iter"])
-        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(met)]))
+                                   tol=lc["tol"], max_iter=lc["max_iter"], loaded_radius=R)
+        # a metric the model cannot define (no steering joint, no spring, no
+        # vehicle data) is NaN by design, not a failure
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for k, a in met.items()
+                                    if k not in kc.OPTIONAL_METRICS]))
         status = jnp.where(~eq.converged, 1, jnp.where(~finite, 2, jnp.where(
             jnp.all(curve["converged"]), 0, 3))).astype(jnp.int8)
         good = (status == 0) | (status == 3)
@@ -188,9 +197,12 @@ CHANNELS = [
     Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)"),
     Channel("wheel_load", ("side", "component"), "N (fx, fy, fz); N m (mx, my, mz): see component_units",
             "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)"),
+    *(Channel(name, dims, units, long_name) for name, (dims, units, long_name) in kc.GEOMETRY_CHANNELS.items()),
     Channel("converged", (), "1", "load step converged (1), failed (0), not run (-1)", dtype="i1"),
     *(Channel(name, ("side",), units, long_name, per_step=False)
       for name, (units, long_name) in kc.METRICS.items()),
+    *(Channel(name, (), units, long_name, per_step=False)
+      for name, (units, long_name) in kc.AXLE_METRICS.items()),
     Channel("compliance_matrix", ("side", "dof", "component"), kc.COMPLIANCE_UNITS,
             "wheel-centre compliance matrix at the design position, one wheel loaded "
             "(rows dof, columns load component)", per_step=False),
@@ -275,6 +287,8 @@ def report(ds, cfg, s):
         for name, (units, _) in kc.METRICS.items():
             lr = ds[name].values[v]
             log.info(f"  {name:34s} {lr[0]:11.4g} / {lr[1]:11.4g}  {units}")
+        for name, (units, _) in kc.AXLE_METRICS.items():
+            log.info(f"  {name:34s} {float(ds[name].values[v]):11.4g}  (axle)  {units}")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
 
 

@@ -147,7 +147,8 @@ def build_tables(cfg) -> dict:
     """Model config -> validated-ready plain tables (see :mod:`kernels.model`)."""
     cfg = _plain(cfg)
     known = {"name", "description", "gravity", "hardpoints", "bushing_types", "per_side",
-             "shared", "wheels", "reference_bushing", "notes", "alignment"}
+             "shared", "wheels", "reference_bushing", "steering_joint", "travel_lock", "vehicle",
+             "notes", "alignment"}
     for key in cfg:
         if key not in known:
             raise ModelError(f"model.{key}: unknown model config key "
@@ -340,4 +341,53 @@ def build_tables(cfg) -> dict:
             if f"{ref}_{s}" not in names:
                 raise ModelError(f"model.reference_bushing = {ref!r}: no bushing {ref}_{s}")
             tables["reference_bushings"][s] = f"{ref}_{s}"
+    # the bushing whose second marker the steering rack (or the subframe's
+    # toe-link mount) moves: K&C steering axis, caster, kingpin, rack travel
+    steer = cfg.get("steering_joint")
+    if steer:
+        tables["steering_joints"] = {}
+        for s in SIDES:
+            if f"{steer}_{s}" not in names:
+                raise ModelError(f"model.steering_joint = {steer!r}: no bushing {steer}_{s}")
+            tables["steering_joints"][s] = f"{steer}_{s}"
+    lock = cfg.get("travel_lock")
+    if lock:
+        if not steer:
+            raise ModelError(f"model.travel_lock = {lock!r} needs model.steering_joint (it defines the steering axis)")
+        tables["travel_lock"] = {}
+        for s in SIDES:
+            body_ref(lock, f"_{s}", "model.travel_lock")
+            tables["travel_lock"][s] = f"{lock}_{s}"
+    if cfg.get("vehicle") is not None:
+        tables["vehicle"] = vehicle_table(cfg["vehicle"])
     return tables
+
+
+VEHICLE_KEYS = {"axle": "front | rear", "wheelbase": "m", "cg_height": "m", "front_brake_share": "1"}
+
+
+def vehicle_table(veh) -> dict:
+    """Validate the model's ``vehicle`` section (the car the axle sits in: what
+    the anti-dive / anti-lift / anti-squat percentages need)."""
+    if not isinstance(veh, dict):
+        raise ModelError(f"model.vehicle = {veh!r} must be a mapping of {', '.join(VEHICLE_KEYS)}")
+    for key in veh:
+        if key not in VEHICLE_KEYS:
+            raise ModelError(f"model.vehicle.{key}: unknown key (known: {', '.join(VEHICLE_KEYS)})")
+    missing = [k for k in VEHICLE_KEYS if k not in veh]
+    if missing:
+        raise ModelError(f"model.vehicle: missing {', '.join(missing)}")
+    if veh["axle"] not in ("front", "rear"):
+        raise ModelError(f"model.vehicle.axle = {veh['axle']!r} must be front or rear")
+    out = {"axle": veh["axle"]}
+    for key in ("wheelbase", "cg_height", "front_brake_share"):
+        try:
+            val = float(veh[key])
+        except (TypeError, ValueError):
+            raise ModelError(f"model.vehicle.{key} = {veh[key]!r} is not a number [{VEHICLE_KEYS[key]}]") from None
+        ok = 0.0 <= val <= 1.0 if key == "front_brake_share" else val > 0
+        if not (np.isfinite(val) and ok):
+            raise ModelError(f"model.vehicle.{key} = {val} must be "
+                             f"{'in [0, 1]' if key == 'front_brake_share' else '> 0'} [{VEHICLE_KEYS[key]}]")
+        out[key] = val
+    return out

@@ -288,7 +288,8 @@ class TuneProblem:
         if self.needs_kc:
             mk = kc.lock_brakes(model, self.brake_lock, self.lock_index)
             eq = kc.design_position(mk, tol=self.tol)
-            M = kc.kc_metrics(mk, eq, self.loaded_radius)
+            M = kc.kc_metrics(mk, eq, self.loaded_radius, with_geometry=any(
+                o["kind"] == "kc" and o["metric"] in kc.GEOMETRY_METRICS for o in self.rows))
             ok = ok & eq.converged
         if self.needs_time:
             out, conv = self.time_response(model)

@@ -1,0 +1,297 @@
+"""K&C geometry (kernels/kc.py: steering axis, caster, kingpin, trail, scrub,
+half-track change, roll centre, motion ratios, path angles, anti-dive /
+anti-lift / anti-squat) against independent computations:
+
+* finite differences of the full nonlinear model: the constrained
+  equilibrium (wheel-centre heights prescribed) re-solved with the wheel
+  heights and the steering joints' rack-side markers moved by +-h; poses,
+  contact points, element lengths, screw axes and roll centres evaluated
+  here with numpy / scipy (scipy's z-y'-x'' rotations, not the kernels');
+* for the double wishbone, the rigid-joint kinematic steering axis: with the
+  translational stiffness of every bushing raised 1000-fold the joints are
+  ideal, and the steering axis must be the line through the carrier-side
+  ball-joint points (upper ball joint, lower ball joint).
+"""
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+import kernels  # noqa: F401  (float64)
+from kernels import kc
+from kernels.rotations import euler_to_matrix
+
+DEG = 180.0 / np.pi
+H = 1e-5          # m, wheel travel and rack travel of the finite differences
+R_LOADED = kc.DEFAULT_LOADED_RADIUS
+
+
+def _rot(angles):
+    """Body rotation matrix from z-y'-x'' Euler angles (psi, theta, phi) (scipy)."""
+    return Rotation.from_euler("ZYX", np.asarray(angles)).as_matrix()
+
+
+TOL = 1e-7       # N, N m: Newton limit (the residual's round-off floor is ~2e-8)
+
+
+@functools.partial(jax.jit, static_argnames=("joints",))
+def _solve_batch(model, z_off, rack, joints):
+    """Constrained equilibria (heights z_design + z_off (B, 2)), the steering
+    joints' rack-side markers moved along vehicle y by rack (B, 2) [m]."""
+    z0 = kc.design_heights(model)
+    zero = jnp.zeros((2, 6))
+    eq0 = kc.design_position(model, tol=TOL)
+    m = model.topology.n_bodies
+
+    def one(dz, dr):
+        pos2 = model.bu_pos2
+        for s in range(2):
+            j = joints[s]
+            b2 = int(model.topology.bushing_bodies[j, 1])
+            R2 = jnp.eye(3) if b2 == m else euler_to_matrix(eq0.r[b2, 3:])
+            pos2 = pos2.at[j].add(dr[s] * R2[1, :])
+        eq = kc.constrained_equilibrium(dataclasses.replace(model, bu_pos2=pos2), zero, z0 + dz,
+                                        r_start=eq0.r, fz_start=eq0.fz, tol=TOL, max_iter=80)
+        return eq.r, eq.fz, eq.converged
+    return jax.vmap(one)(z_off, rack)
+
+
+@jax.jit
+def _metrics_and_position(model):
+    eq = kc.design_position(model, tol=TOL)
+    return kc.kc_metrics(model, eq, R_LOADED), eq.r
+
+
+def _contact(wc, R):
+    a = R[:, 1]
+    n = np.array([0.0, 0.0, 1.0]) - a[2] * a
+    return wc - R_LOADED * n / np.linalg.norm(n)
+
+
+def _p2p_length(model, r, i):
+    m = model.topology.n_bodies
+    b1, b2 = (int(b) for b in model.topology.p2p_bodies[i])
+
+    def point(b, pos):
+        pos = np.asarray(pos)
+        return pos if b == m else r[b, :3] + _rot(r[b, 3:]) @ pos
+    return np.linalg.norm(point(b2, model.pp_pos2[i]) - point(b1, model.pp_pos1[i]))
+
+
+def oracle(model, base=(0.0, 0.0)):
+    """Every geometry figure by finite differences around the constrained
+    equilibrium at heights z_design + base, evaluated with numpy."""
+    joints = kc.steering_joints(model)
+    wheels = np.asarray(model.topology.wheel_slots)
+    carriers = kc.carrier_slots(model)
+    names = list(model.topology.p2p_names)
+    kinds = list(model.topology.p2p_kinds)
+    spring = [names.index(next(n for n, k in zip(names, kinds) if k == "spring" and n.endswith(f"_{s}")))
+              for s in kc.SIDES]
+    damper = [names.index(next(n for n, k in zip(names, kinds) if k == "damper" and n.endswith(f"_{s}")))
+              for s in kc.SIDES]
+    base = np.asarray(base, float)
+    # rows: base, z_left +-, z_right +-, rack_left +-, rack_right +-, parallel +-
+    dz = [base, base + [H, 0], base - [H, 0], base + [0, H], base - [0, H], base, base, base, base,
+          base + [H, H], base - [H, H]]
+    dr = [[0, 0]] * 5 + [[H, 0], [-H, 0], [0, H], [0, -H]] + [[0, 0]] * 2
+    r, fz, ok = (np.asarray(a) for a in _solve_batch(model, jnp.asarray(dz), jnp.asarray(dr, float),
+                                                         tuple(int(j) for j in joints)))
+    assert ok.all()
+    r0 = r[0]
+    sign = np.array([1.0, -1.0])
+
+    def wheel(rr, s):
+        return rr[wheels[s], :3], _rot(rr[wheels[s], 3:])
+
+    def twist(rp, rm, slot, point):
+        """(omega, velocity of `point`) of body `slot` per unit input by central differences."""
+        om = Rotation.from_matrix(_rot(rp[slot, 3:]) @ _rot(rm[slot, 3:]).T).as_rotvec() / (2 * H)
+        v_com = (rp[slot, :3] - rm[slot, :3]) / (2 * H)
+        return om, v_com + np.cross(om, point - r0[slot, :3])
+
+    out = {k: np.zeros(2) for k in ("caster", "kingpin_inclination", "caster_trail", "scrub_radius",
+                                    "toe_per_rack_travel", "half_track_change_rate", "wheel_recession",
+                                    "spring_motion_ratio", "damper_motion_ratio", "braking_path_angle",
+                                    "traction_path_angle")}
+    c = np.array([_contact(*wheel(r0, s)) for s in range(2)])
+    dc_own = np.zeros((2, 3))
+    for s in range(2):
+        ip, im = 1 + 2 * s, 2 + 2 * s                  # own travel
+        cp, cm = _contact(*wheel(r[ip], s)), _contact(*wheel(r[im], s))
+        dc_own[s] = (cp - cm) / (2 * H)
+        # rack at the side's own joint, heights held; then lock the spring
+        jp, jm = 5 + 2 * s, 6 + 2 * s
+        wc = r0[wheels[s], :3]
+        om_r, v_r = twist(r[jp], r[jm], wheels[s], wc)
+        om_z, v_z = twist(r[ip], r[im], wheels[s], wc)
+        lock = (model.topology.tables.get("travel_lock") or {}).get(kc.SIDES[s])
+        if lock:      # the travel-lock body's height
+            b = list(model.topology.body_names).index(lock)
+            a = (r[jp, b, 2] - r[jm, b, 2]) / (r[ip, b, 2] - r[im, b, 2])
+        else:         # the spring's length
+            dL_r = _p2p_length(model, r[jp], spring[s]) - _p2p_length(model, r[jm], spring[s])
+            dL_z = _p2p_length(model, r[ip], spring[s]) - _p2p_length(model, r[im], spring[s])
+            a = dL_r / dL_z
+        om, v = om_r - a * om_z, v_r - a * v_z
+        e = om / np.linalg.norm(om)
+        e = -e if e[2] < 0 else e
+        p = wc + np.cross(om, v) / (om @ om)
+        g = p + (c[s, 2] - p[2]) / e[2] * e
+        out["caster"][s] = np.degrees(np.arctan2(-e[0], e[2]))
+        out["kingpin_inclination"][s] = np.degrees(np.arctan2(-sign[s] * e[1], e[2]))
+        out["caster_trail"][s] = (g[0] - c[s, 0]) * 1e3
+        out["scrub_radius"][s] = sign[s] * (c[s, 1] - g[1]) * 1e3
+        # toe (DIN 70000) of the side per rack travel, heights held
+        def toe(rr):
+            a_ = _rot(rr[wheels[s], 3:])[:, 1]
+            return np.arctan2(sign[s] * a_[0], a_[1])
+        out["toe_per_rack_travel"][s] = np.degrees((toe(r[jp]) - toe(r[jm])) / (2 * H)) / 1e3
+        # parallel travel
+        pp, pm = r[9], r[10]
+        c_pp, c_pm = _contact(*wheel(pp, s)), _contact(*wheel(pm, s))
+        out["half_track_change_rate"][s] = sign[s] * (c_pp[1] - c_pm[1]) / (2 * H) * 1e3
+        dwc = (pp[wheels[s], :3] - pm[wheels[s], :3]) / (2 * H)
+        out["wheel_recession"][s] = -dwc[0] * 1e3
+        out["traction_path_angle"][s] = np.degrees(np.arctan(dwc[0] / dwc[2]))
+        _, vcar = twist(pp, pm, carriers[s], c[s])        # carrier-fixed point at the contact point
+        out["braking_path_angle"][s] = np.degrees(np.arctan(vcar[0] / vcar[2]))
+        for key, idx in (("spring_motion_ratio", spring), ("damper_motion_ratio", damper)):
+            out[key][s] = -(_p2p_length(model, pp, idx[s]) - _p2p_length(model, pm, idx[s])) / (2 * H)
+    # roll centre: lines through each contact point normal to its own-travel velocity (y-z plane)
+    d = np.array([[dc_own[s, 2], -dc_own[s, 1]] for s in range(2)])
+    t = np.linalg.solve(np.column_stack([d[0], -d[1]]), c[1, 1:] - c[0, 1:])
+    rc = c[0, 1:] + t[0] * d[0]
+    out["roll_centre_height"] = (rc[1] - c[:, 2].mean()) * 1e3
+    out["roll_centre_lateral"] = rc[0] * 1e3
+    veh = kc.vehicle_data(model)
+    lh = veh["wheelbase"] / veh["cg_height"]
+    tb, tt = np.tan(np.radians(out["braking_path_angle"])), np.tan(np.radians(out["traction_path_angle"]))
+    if veh["axle"] == "front":
+        out["anti_pitch_braking"] = tb * lh * veh["front_brake_share"] * 100
+        out["anti_pitch_traction"] = tt * lh * 100
+    else:
+        out["anti_pitch_braking"] = -tb * lh * (1 - veh["front_brake_share"]) * 100
+        out["anti_pitch_traction"] = -tt * lh * 100
+    out["contact_point"] = c
+    out["r"] = r0
+    return out
+
+
+def _metrics(model):
+    return jax.device_get(_metrics_and_position(model)[0])
+
+
+@pytest.fixture(scope="module")
+def dw_locked(dw_model):
+    return kc.lock_brakes(dw_model, kc.DEFAULT_BRAKE_LOCK)
+
+
+GEOMETRY = [k for k in kc.GEOMETRY_METRICS if k != "anti_roll_bar_wheel_rate"] + list(kc.AXLE_METRICS)
+
+
+@pytest.mark.parametrize("axle", ["double_wishbone", "multilink"])
+def test_geometry_metrics_match_finite_differences(axle, dw_locked, ml_model):
+    """Every geometry metric at the design position against central
+    differences of the nonlinear model (the multi-link's steering axis is a
+    virtual one: no hardpoints define it)."""
+    model = dw_locked if axle == "double_wishbone" else kc.lock_brakes(ml_model, kc.DEFAULT_BRAKE_LOCK)
+    M = _metrics(model)
+    ref = oracle(model)
+    for name in GEOMETRY:
+        # lengths to 1 um, angles to 1e-4 deg, ratios to 1e-5
+        atol = {"deg": 1e-4, "mm": 1e-3, "mm/m": 1e-2, "1": 1e-5, "%": 1e-3, "deg/mm": 1e-6}[
+            (kc.METRICS.get(name) or kc.AXLE_METRICS[name])[0]]
+        np.testing.assert_allclose(M[name], ref[name], rtol=1e-5, atol=atol, err_msg=f"{axle}: {name}")
+    # the anti-roll bar's share of the roll wheel rate is the difference of the two rates
+    np.testing.assert_allclose(M["anti_roll_bar_wheel_rate"], M["roll_wheel_rate"] - M["wheel_rate"], rtol=1e-12)
+
+
+def test_double_wishbone_steering_axis_is_the_ball_joint_line_with_rigid_joints(dw_locked):
+    """Rigid-joint kinematics: with every bushing's translational stiffness
+    1000-fold, the steering axis (travel locked by the lower link) must pass
+    through the carrier-side points of the upper and lower ball joints."""
+    model = dataclasses.replace(dw_locked, bu_k=dw_locked.bu_k.at[:, :3].multiply(1e3))
+    M, r = jax.device_get(_metrics_and_position(model))
+    names = list(model.topology.bushing_names)
+    m = model.topology.n_bodies
+    sign = np.array([1.0, -1.0])
+    for s, side in enumerate(kc.SIDES):
+        def carrier_point(bushing):
+            i = names.index(f"{bushing}_{side}")
+            b = int(model.topology.bushing_bodies[i, 1])
+            assert b != m
+            return r[b, :3] + _rot(r[b, 3:]) @ np.asarray(model.bu_pos2[i])
+        U, N = carrier_point("upper_ball_joint"), carrier_point("lower_link_carrier")
+        e = (U - N) / np.linalg.norm(U - N)
+        w = int(model.topology.wheel_slots[s])
+        c = _contact(r[w, :3], _rot(r[w, 3:]))
+        g = N + (c[2] - N[2]) / e[2] * e
+        np.testing.assert_allclose(M["caster"][s], np.degrees(np.arctan2(-e[0], e[2])), atol=0.01)
+        np.testing.assert_allclose(M["kingpin_inclination"][s], np.degrees(np.arctan2(-sign[s] * e[1], e[2])),
+                                   atol=0.01)
+        np.testing.assert_allclose(M["caster_trail"][s], (g[0] - c[0]) * 1e3, atol=0.05)
+        np.testing.assert_allclose(M["scrub_radius"][s], sign[s] * (c[1] - g[1]) * 1e3, atol=0.05)
+
+
+def test_travel_curve_geometry_matches_finite_differences_off_design(dw_locked):
+    """The per-step geometry of a wheel-travel curve at 20 mm bump against the
+    finite-difference oracle around the equilibrium there; the half-track
+    change against the contact points evaluated here."""
+    model = dw_locked
+    curve = jax.device_get(jax.jit(lambda m: kc.travel_curve(
+        m, kc.design_position(m, tol=TOL), np.array([0.0, 0.02]), "parallel", tol=TOL))(model))
+    assert curve["converged"].all()
+    ref = oracle(model, base=(0.02, 0.02))
+    ref0 = oracle(model)
+    for name, scale in (("caster", 1 / DEG), ("kingpin_inclination", 1 / DEG), ("caster_trail", 1e-3),
+                        ("scrub_radius", 1e-3)):
+        np.testing.assert_allclose(curve[name][1], ref[name] * scale, rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(curve["roll_centre_height"][1], ref["roll_centre_height"] * 1e-3, atol=1e-6)
+    half = np.array([1.0, -1.0]) * (ref["contact_point"][:, 1] - ref0["contact_point"][:, 1])
+    np.testing.assert_allclose(curve["half_track_change"][1], half, atol=1e-9)
+    np.testing.assert_allclose(curve["half_track_change"][0], 0.0, atol=1e-12)
+    # the roll centre moves with travel (migration), and the design point equals the metric
+    np.testing.assert_allclose(curve["roll_centre_height"][0] * 1e3, ref0["roll_centre_height"], atol=1e-3)
+    assert abs(curve["roll_centre_height"][1] - curve["roll_centre_height"][0]) > 1e-3
+
+
+def test_models_without_steering_joint_or_vehicle_data_give_nan_not_failure():
+    """The toy trailing arm names no steering joint and no vehicle: its
+    steering and anti-pitch metrics are NaN by design (kc.OPTIONAL_METRICS)
+    and every other metric is finite."""
+    from omegaconf import OmegaConf
+    from sweep.job import model_from_config
+    from sweep.entry import CONFIG_DIR
+    model = kc.lock_brakes(model_from_config(OmegaConf.load(f"{CONFIG_DIR}/model/toy_trailing_arm.yaml")),
+                           kc.DEFAULT_BRAKE_LOCK)
+    M = _metrics(model)
+    for name in (*kc.METRICS, *kc.AXLE_METRICS):
+        nan = name in ("caster", "kingpin_inclination", "caster_trail", "scrub_radius", "toe_per_rack_travel",
+                       "anti_pitch_braking", "anti_pitch_traction")
+        assert np.all(np.isnan(M[name])) == nan, name
+        assert nan or np.all(np.isfinite(M[name])), name
+
+
+def test_vehicle_and_steering_joint_config_errors_name_the_field():
+    from sweep.model_builder import ModelError, vehicle_table
+    with pytest.raises(ModelError, match=r"model.vehicle.axle = 'middle'"):
+        vehicle_table({"axle": "middle", "wheelbase": 2.7, "cg_height": 0.5, "front_brake_share": 0.7})
+    with pytest.raises(ModelError, match=r"model.vehicle.cg_height = -0.5"):
+        vehicle_table({"axle": "front", "wheelbase": 2.7, "cg_height": -0.5, "front_brake_share": 0.7})
+    with pytest.raises(ModelError, match=r"model.vehicle: missing front_brake_share"):
+        vehicle_table({"axle": "front", "wheelbase": 2.7, "cg_height": 0.5})
+    with pytest.raises(ModelError, match=r"model.vehicle.track: unknown key"):
+        vehicle_table({"axle": "front", "wheelbase": 2.7, "cg_height": 0.5, "front_brake_share": 0.7,
+                       "track": 1.5})
+    from omegaconf import OmegaConf
+    from sweep.entry import CONFIG_DIR
+    from sweep.model_builder import build_tables
+    cfg = OmegaConf.to_container(OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml"))
+    cfg["steering_joint"] = "rack_joint"
+    with pytest.raises(ModelError, match=r"model.steering_joint = 'rack_joint': no bushing rack_joint_left"):
+        build_tables(cfg)
