@@ -113,11 +113,12 @@ METRICS = {
     "longitudinal_compliance_braking": ("mm/kN", "wheel-centre displacement rearward per kN of braking force at the contact patch"),
     "toe_per_aligning_torque": ("deg/(100 N m)", "toe change per 100 N m of aligning torque, toe-out sense > 0"),
     "camber_per_aligning_torque": ("deg/(100 N m)", "camber change per 100 N m of aligning torque, toe-out sense > 0"),
-    "caster": ("deg", "caster angle of the steering axis (side view, + = axis top rearward)"),
-    "kingpin_inclination": ("deg", "kingpin (steering-axis) inclination (front view, + = axis top inboard)"),
-    "caster_trail": ("mm", "caster trail at the ground (+ = steering-axis ground point ahead of the contact point)"),
-    "scrub_radius": ("mm", "scrub radius at the ground (+ = steering-axis ground point inboard of the contact point)"),
-    "toe_per_rack_travel": ("deg/mm", "toe change per mm of the side's own rack travel (+y), wheel heights held"),
+    "design_caster": ("deg", "caster angle of the steering axis (side view, + = axis top rearward)"),
+    "design_kingpin_inclination": ("deg", "kingpin (steering-axis) inclination (front view, + = axis top inboard)"),
+    "design_caster_trail": ("mm", "caster trail at the ground (+ = steering-axis ground point ahead of the contact point)"),
+    "design_scrub_radius": ("mm", "scrub radius at the ground (+ = steering-axis ground point inboard of the contact point)"),
+    "toe_per_rack_travel": ("deg/mm", "toe change per mm of the side's own steering-joint (rack) travel "
+                            "outboard (each side's own sense), wheel heights held"),
     "half_track_change_rate": ("mm/m", "contact-point movement outboard per metre of parallel wheel travel"),
     "wheel_recession": ("mm/m", "wheel-centre movement rearward per metre of parallel wheel travel"),
     "spring_motion_ratio": ("1", "main-spring compression per wheel travel (parallel travel)"),
@@ -135,8 +136,8 @@ METRICS = {
 }
 # axle-level metrics (one value per variant), the cube's order
 AXLE_METRICS = {
-    "roll_centre_height": ("mm", "kinematic roll-centre height above the ground (contact points) at the design position"),
-    "roll_centre_lateral": ("mm", "kinematic roll-centre lateral position (+ = left) at the design position"),
+    "design_roll_centre_height": ("mm", "kinematic roll-centre height above the ground (contact points) at the design position"),
+    "design_roll_centre_lateral": ("mm", "kinematic roll-centre lateral position (+ = left) at the design position"),
 }
 # per-step geometry channels of the curves: name -> (dims after the step, units, long name)
 GEOMETRY_CHANNELS = {
@@ -286,15 +287,14 @@ def contact_points(model, r, loaded_radius):
 
 def carrier_slots(model):
     """State slots (2,) of the wheel carriers: the body other than the ground
-    joined to each wheel by a bushing (the wheel bearing). Host-side."""
+    joined to each wheel by a bushing (the wheel bearing); the wheel itself
+    where it hangs on the ground directly (toy axles). Host-side."""
     topo = model.topology
     out = []
     for w in np.asarray(topo.wheel_slots):
         other = [int(b2 if b1 == w else b1) for b1, b2 in np.asarray(topo.bushing_bodies)
                  if w in (b1, b2) and topo.n_bodies not in (b1, b2)]
-        if not other:
-            raise ModelError(f"wheel body {topo.body_names[int(w)]!r}: no bearing bushing to a wheel carrier")
-        out.append(other[0])
+        out.append(other[0] if other else int(w))
     return np.array(out, int)
 
 
@@ -491,13 +491,15 @@ def load_direction(analysis, loaded_radius):
 
 # --------------------------------------------------------------------------- metrics
 
-GEOMETRY_METRICS = ("caster", "kingpin_inclination", "caster_trail", "scrub_radius", "toe_per_rack_travel",
+GEOMETRY_METRICS = ("design_caster", "design_kingpin_inclination", "design_caster_trail", "design_scrub_radius",
+                    "toe_per_rack_travel",
                     "half_track_change_rate", "wheel_recession", "spring_motion_ratio", "damper_motion_ratio",
                     "anti_roll_bar_wheel_rate", "braking_path_angle", "traction_path_angle",
                     "anti_pitch_braking", "anti_pitch_traction")
 # NaN (not a failure) when the model lacks what defines them: a steering joint,
 # a spring / damper element per side, vehicle data
-OPTIONAL_METRICS = ("caster", "kingpin_inclination", "caster_trail", "scrub_radius", "toe_per_rack_travel",
+OPTIONAL_METRICS = ("design_caster", "design_kingpin_inclination", "design_caster_trail", "design_scrub_radius",
+                    "toe_per_rack_travel",
                     "spring_motion_ratio", "damper_motion_ratio", "anti_pitch_braking", "anti_pitch_traction")
 
 
@@ -511,9 +513,9 @@ def geometry_metrics(model, geo, wheel_rate, roll_wheel_rate):
     """Design-position metrics (engineering units) from :func:`geometry`."""
     sign = jnp.asarray(SIDE_SIGN)
     nan2 = jnp.full((2,), jnp.nan, geo["contact_point"].dtype)
-    out = {"caster": geo["caster"] * DEG, "kingpin_inclination": geo["kingpin_inclination"] * DEG,
-           "caster_trail": geo["caster_trail"] * 1000.0, "scrub_radius": geo["scrub_radius"] * 1000.0,
-           "toe_per_rack_travel": geo["toe_per_rack"] * DEG / 1000.0,
+    out = {"design_caster": geo["caster"] * DEG, "design_kingpin_inclination": geo["kingpin_inclination"] * DEG,
+           "design_caster_trail": geo["caster_trail"] * 1000.0, "design_scrub_radius": geo["scrub_radius"] * 1000.0,
+           "toe_per_rack_travel": sign * geo["toe_per_rack"] * DEG / 1000.0,     # outboard sense
            "half_track_change_rate": sign * geo["d_contact_point"][:, 1] * 1000.0,
            "wheel_recession": -geo["d_wheel_centre"][:, 0] * 1000.0}
     for kind in ("spring", "damper"):
@@ -597,8 +599,8 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=Tru
                 if k not in GEOMETRY_METRICS}
     geo = geometry(model, r0, u0, R, steering_joints(model), lin=lin)
     out.update(geometry_metrics(model, geo, out["wheel_rate"], out["roll_wheel_rate"]))
-    out["roll_centre_height"] = geo["roll_centre_height"] * 1000.0
-    out["roll_centre_lateral"] = geo["roll_centre"][0] * 1000.0
+    out["design_roll_centre_height"] = geo["roll_centre_height"] * 1000.0
+    out["design_roll_centre_lateral"] = geo["roll_centre"][0] * 1000.0
     return {k: out[k] for k in (*METRICS, *AXLE_METRICS, "compliance_matrix", "compliance_full")}
 
 

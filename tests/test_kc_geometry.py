@@ -114,7 +114,8 @@ def oracle(model, base=(0.0, 0.0)):
         v_com = (rp[slot, :3] - rm[slot, :3]) / (2 * H)
         return om, v_com + np.cross(om, point - r0[slot, :3])
 
-    out = {k: np.zeros(2) for k in ("caster", "kingpin_inclination", "caster_trail", "scrub_radius",
+    out = {k: np.zeros(2) for k in ("design_caster", "design_kingpin_inclination", "design_caster_trail",
+                                    "design_scrub_radius",
                                     "toe_per_rack_travel", "half_track_change_rate", "wheel_recession",
                                     "spring_motion_ratio", "damper_motion_ratio", "braking_path_angle",
                                     "traction_path_angle")}
@@ -142,15 +143,15 @@ def oracle(model, base=(0.0, 0.0)):
         e = -e if e[2] < 0 else e
         p = wc + np.cross(om, v) / (om @ om)
         g = p + (c[s, 2] - p[2]) / e[2] * e
-        out["caster"][s] = np.degrees(np.arctan2(-e[0], e[2]))
-        out["kingpin_inclination"][s] = np.degrees(np.arctan2(-sign[s] * e[1], e[2]))
-        out["caster_trail"][s] = (g[0] - c[s, 0]) * 1e3
-        out["scrub_radius"][s] = sign[s] * (c[s, 1] - g[1]) * 1e3
+        out["design_caster"][s] = np.degrees(np.arctan2(-e[0], e[2]))
+        out["design_kingpin_inclination"][s] = np.degrees(np.arctan2(-sign[s] * e[1], e[2]))
+        out["design_caster_trail"][s] = (g[0] - c[s, 0]) * 1e3
+        out["design_scrub_radius"][s] = sign[s] * (c[s, 1] - g[1]) * 1e3
         # toe (DIN 70000) of the side per rack travel, heights held
         def toe(rr):
             a_ = _rot(rr[wheels[s], 3:])[:, 1]
             return np.arctan2(sign[s] * a_[0], a_[1])
-        out["toe_per_rack_travel"][s] = np.degrees((toe(r[jp]) - toe(r[jm])) / (2 * H)) / 1e3
+        out["toe_per_rack_travel"][s] = sign[s] * np.degrees((toe(r[jp]) - toe(r[jm])) / (2 * H)) / 1e3
         # parallel travel
         pp, pm = r[9], r[10]
         c_pp, c_pm = _contact(*wheel(pp, s)), _contact(*wheel(pm, s))
@@ -166,8 +167,8 @@ def oracle(model, base=(0.0, 0.0)):
     d = np.array([[dc_own[s, 2], -dc_own[s, 1]] for s in range(2)])
     t = np.linalg.solve(np.column_stack([d[0], -d[1]]), c[1, 1:] - c[0, 1:])
     rc = c[0, 1:] + t[0] * d[0]
-    out["roll_centre_height"] = (rc[1] - c[:, 2].mean()) * 1e3
-    out["roll_centre_lateral"] = rc[0] * 1e3
+    out["design_roll_centre_height"] = (rc[1] - c[:, 2].mean()) * 1e3
+    out["design_roll_centre_lateral"] = rc[0] * 1e3
     veh = kc.vehicle_data(model)
     lh = veh["wheelbase"] / veh["cg_height"]
     tb, tt = np.tan(np.radians(out["braking_path_angle"])), np.tan(np.radians(out["traction_path_angle"]))
@@ -231,11 +232,11 @@ def test_double_wishbone_steering_axis_is_the_ball_joint_line_with_rigid_joints(
         w = int(model.topology.wheel_slots[s])
         c = _contact(r[w, :3], _rot(r[w, 3:]))
         g = N + (c[2] - N[2]) / e[2] * e
-        np.testing.assert_allclose(M["caster"][s], np.degrees(np.arctan2(-e[0], e[2])), atol=0.01)
-        np.testing.assert_allclose(M["kingpin_inclination"][s], np.degrees(np.arctan2(-sign[s] * e[1], e[2])),
+        np.testing.assert_allclose(M["design_caster"][s], np.degrees(np.arctan2(-e[0], e[2])), atol=0.01)
+        np.testing.assert_allclose(M["design_kingpin_inclination"][s], np.degrees(np.arctan2(-sign[s] * e[1], e[2])),
                                    atol=0.01)
-        np.testing.assert_allclose(M["caster_trail"][s], (g[0] - c[0]) * 1e3, atol=0.05)
-        np.testing.assert_allclose(M["scrub_radius"][s], sign[s] * (c[1] - g[1]) * 1e3, atol=0.05)
+        np.testing.assert_allclose(M["design_caster_trail"][s], (g[0] - c[0]) * 1e3, atol=0.05)
+        np.testing.assert_allclose(M["design_scrub_radius"][s], sign[s] * (c[1] - g[1]) * 1e3, atol=0.05)
 
 
 def test_travel_curve_geometry_matches_finite_differences_off_design(dw_locked):
@@ -250,13 +251,14 @@ def test_travel_curve_geometry_matches_finite_differences_off_design(dw_locked):
     ref0 = oracle(model)
     for name, scale in (("caster", 1 / DEG), ("kingpin_inclination", 1 / DEG), ("caster_trail", 1e-3),
                         ("scrub_radius", 1e-3)):
-        np.testing.assert_allclose(curve[name][1], ref[name] * scale, rtol=1e-5, atol=1e-6, err_msg=name)
-    np.testing.assert_allclose(curve["roll_centre_height"][1], ref["roll_centre_height"] * 1e-3, atol=1e-6)
+        np.testing.assert_allclose(curve[name][1], ref["design_" + name] * scale, rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    np.testing.assert_allclose(curve["roll_centre_height"][1], ref["design_roll_centre_height"] * 1e-3, atol=1e-6)
     half = np.array([1.0, -1.0]) * (ref["contact_point"][:, 1] - ref0["contact_point"][:, 1])
     np.testing.assert_allclose(curve["half_track_change"][1], half, atol=1e-9)
     np.testing.assert_allclose(curve["half_track_change"][0], 0.0, atol=1e-12)
     # the roll centre moves with travel (migration), and the design point equals the metric
-    np.testing.assert_allclose(curve["roll_centre_height"][0] * 1e3, ref0["roll_centre_height"], atol=1e-3)
+    np.testing.assert_allclose(curve["roll_centre_height"][0] * 1e3, ref0["design_roll_centre_height"], atol=1e-3)
     assert abs(curve["roll_centre_height"][1] - curve["roll_centre_height"][0]) > 1e-3
 
 
@@ -271,8 +273,8 @@ def test_models_without_steering_joint_or_vehicle_data_give_nan_not_failure():
                            kc.DEFAULT_BRAKE_LOCK)
     M = _metrics(model)
     for name in (*kc.METRICS, *kc.AXLE_METRICS):
-        nan = name in ("caster", "kingpin_inclination", "caster_trail", "scrub_radius", "toe_per_rack_travel",
-                       "anti_pitch_braking", "anti_pitch_traction")
+        nan = name in ("design_caster", "design_kingpin_inclination", "design_caster_trail", "design_scrub_radius",
+                       "toe_per_rack_travel", "anti_pitch_braking", "anti_pitch_traction")
         assert np.all(np.isnan(M[name])) == nan, name
         assert nan or np.all(np.isfinite(M[name])), name
 
