@@ -87,7 +87,8 @@ DOFS = names.DIRECTIONS             # compliance-matrix rows
 LOADS = names.COMPONENTS            # compliance-matrix columns, wheel loads
 TRAVEL_MODES = ("parallel", "opposite")
 FORCE_ANALYSES = ("lateral_force", "traction_force", "braking_force", "aligning_torque")
-ANALYSES = ("wheel_travel",) + FORCE_ANALYSES
+ANALYSES = ("wheel_travel",) + FORCE_ANALYSES + ("steering",)
+ACKERMANN_MIN_STEER = math.radians(0.5)   # inner steer angle below which Ackermann figures are NaN
 DEFAULT_LOADED_RADIUS = 0.295        # m, published static tyre radius of the double wishbone
 DEFAULT_BRAKE_LOCK = 1.0e8           # N m/rad about the spin axis
 
@@ -147,6 +148,10 @@ GEOMETRY_CHANNELS = {
     "scrub_radius": (("side",), "m", "scrub radius at the ground (+ = axis ground point inboard of the contact point)"),
     "half_track_change": (("side",), "m", "contact-point movement outboard from the design position"),
     "roll_centre_height": ((), "m", "kinematic roll-centre height above the ground (mean contact-point height)"),
+    "ackermann_error": ((), "rad", "outer wheel's steer angle minus its Ackermann angle for the inner wheel's "
+                        "(+ = towards parallel steer); NaN below 0.5 deg of steer, without vehicle data or on a rear axle"),
+    "percent_ackermann": ((), "%", "(inner - outer steer angle) / (inner - Ackermann outer angle) x 100; "
+                          "NaN as ackermann_error"),
 }
 COMPLIANCE_UNITS = ("SI: m/N (x,y,z per fx,fy,fz), m/(N m) (x,y,z per mx,my,mz), rad/N (rx,ry,rz per "
                     "fx,fy,fz), rad/(N m) (rx,ry,rz per mx,my,mz)")
@@ -647,7 +652,35 @@ def _step_outputs(model, r, r0, u, loaded_radius, joints):
            "half_track_change": jnp.asarray(SIDE_SIGN) * (geo["contact_point"][:, 1] - c0[:, 1]),
            "roll_centre_height": geo["roll_centre_height"]}
     out.update({k: geo[k] for k in GEOMETRY_STEP})
+    out.update(ackermann(model, toe, contact_points(model, r0, loaded_radius)))
     return out
+
+
+def ackermann(model, toe, c0):
+    """Ackermann figures of a front axle from the toe angles (2,) [rad, DIN
+    70000] and the design contact points c0 (2, 3) [m]: steer angles (ISO, +
+    = left turn) delta_left = -toe_left, delta_right = +toe_right; the inner
+    wheel is the one on the side of the turn; Ackermann's outer angle
+    cot(d_o) = cot(d_i) + track / wheelbase (rear axle unsteered, wheelbase
+    from the model's vehicle data, track between the design contact
+    points). Returns ``ackermann_error`` = |d_o| - |d_o,Ackermann| [rad] and
+    ``percent_ackermann`` [%]; NaN below :data:`ACKERMANN_MIN_STEER`, on a
+    rear axle or without vehicle data."""
+    nan = jnp.full((), jnp.nan, toe.dtype)
+    veh = vehicle_data(model)
+    if veh is None or veh["axle"] != "front":
+        return {"ackermann_error": nan, "percent_ackermann": nan}
+    delta = jnp.stack([-toe[0], toe[1]])
+    left_turn = delta[0] + delta[1] > 0
+    di = jnp.abs(jnp.where(left_turn, delta[0], delta[1]))
+    do = jnp.abs(jnp.where(left_turn, delta[1], delta[0]))
+    track = c0[0, 1] - c0[1, 1]
+    ok = di > ACKERMANN_MIN_STEER
+    di_safe = jnp.where(ok, di, 1.0)
+    do_ack = jnp.arctan(1.0 / (1.0 / jnp.tan(di_safe) + track / veh["wheelbase"]))
+    err = jnp.where(ok, do - do_ack, jnp.nan)
+    pct = jnp.where(ok, (di - do) / (di_safe - do_ack) * 100.0, jnp.nan)
+    return {"ackermann_error": err, "percent_ackermann": pct}
 
 
 def travel_direction(mode):
@@ -680,6 +713,38 @@ def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60,
         return (eq.r, eq.fz), _step_outputs(model, eq.r, eq0.r, u, loaded_radius, joints), eq.converged
 
     out, ok = _continuation(solve_one, travel, (eq0.r, eq0.fz))
+    return {**out, "converged": ok}
+
+
+def rack_travel_direction(model, r, joints):
+    """(nb, 3): change of ``bu_pos2`` per metre of rack travel (+y) of the
+    whole rack: both steering joints (one, when both sides share it)."""
+    D = rack_direction(model, r, joints)
+    return D[0] if int(joints[0]) == int(joints[1]) else D[0] + D[1]
+
+
+def steering_curve(model, eq0, rack, tol=1e-6, max_iter=60, loaded_radius=DEFAULT_LOADED_RADIUS):
+    """Steering load case (K&C rig steering test): the steering joints'
+    rack-side markers moved by each rack travel in ``rack`` [m] (static
+    array; + = rack to the left) along vehicle y, the wheel-centre heights
+    held at design (vertical forces found), no other load. Returns per step
+    the fields of :func:`travel_curve` (Ackermann figures included)."""
+    joints = steering_joints(model)
+    if joints is None:
+        raise ModelError(f"model {model.topology.name!r} names no steering_joint: no steering analysis")
+    import dataclasses
+    D = rack_travel_direction(model, eq0.r, joints)
+    z0 = design_heights(model)
+    zero = jnp.zeros((2, 6), eq0.r.dtype)
+
+    def solve_one(state, a):
+        r, fz = state
+        ma = dataclasses.replace(model, bu_pos2=model.bu_pos2 + a * D)
+        eq = constrained_equilibrium(ma, zero, z0, r_start=r, fz_start=fz, tol=tol, max_iter=max_iter)
+        u = zero.at[:, 2].set(eq.fz)
+        return (eq.r, eq.fz), _step_outputs(ma, eq.r, eq0.r, u, loaded_radius, joints), eq.converged
+
+    out, ok = _continuation(solve_one, rack, (eq0.r, eq0.fz))
     return {**out, "converged": ok}
 
 

@@ -58,7 +58,7 @@ log = logging.getLogger("sweep")
 KIND = "kc"
 
 STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "load_step_failed"}
-KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "steps", "loaded_radius",
+KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "rack", "steps", "loaded_radius",
               "brake_lock_stiffness", "tolerance", "max_iterations", "description"}
 VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
 CONVENTIONS = (
@@ -67,7 +67,9 @@ CONVENTIONS = (
     "wheel travel: wheel-centre heights prescribed (bump > 0; opposite: left +s, right -s); "
     "force analyses: loads on both wheels in each side's own sense (lateral_force inboard at the "
     "contact patch, traction_force forward at the wheel centre, braking_force rearward at the "
-    "contact patch, aligning_torque in the toe-out sense), vertical wheel loads held; contact patch "
+    "contact patch, aligning_torque in the toe-out sense), vertical wheel loads held; steering: rack "
+    "travel (+ = left) moves the steering joints' rack-side markers along y, wheel heights held, "
+    "steer angles (ISO, + = left turn) = -toe left, +toe right; contact patch "
     "= wheel centre - loaded_radius * e_z; brakes locked (wheel bearing stiffened about the spin axis); "
     "compliance_matrix: one wheel loaded, d(x,y,z,rx,ry,rz)/d(fx,fy,fz,mx,my,mz) at the wheel "
     "centre, SI. See docs/kc_and_tuning.md.")
@@ -121,6 +123,11 @@ def load_case(lc: dict) -> dict:
         lo, hi = _range(lc, "travel", "m")
         out.update(mode=mode, dim="travel", units="m",
                    long_name=f"wheel-centre travel from design height ({mode}; bump > 0)")
+    elif analysis == "steering":
+        lo, hi = _range(lc, "rack", "m")
+        out.update(dim="rack_travel", units="m",
+                   long_name="rack travel from centre (+ = to the left: both steering joints' rack-side "
+                             "markers along vehicle y), wheel heights held")
     else:
         lo, hi = _range(lc, "load", "N or N m")
         torque = analysis == "aligning_torque"
@@ -134,6 +141,9 @@ def prepare_kc(cfg) -> dict:
     """Everything a K&C job needs, validated before any compute."""
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
     model = model_from_config(cfg.model)
+    if lc["analysis"] == "steering" and kc.steering_joints(model) is None:
+        raise ConfigError(f"loadcase.analysis = steering: model {model.topology.name!r} names no "
+                          "steering_joint (the bushing whose rack-side marker the rack moves)")
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
@@ -161,6 +171,8 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
         if lc["analysis"] == "wheel_travel":
             curve = kc.travel_curve(m, eq, amps, lc["mode"], tol=lc["tol"], max_iter=lc["max_iter"],
                                     loaded_radius=R)
+        elif lc["analysis"] == "steering":
+            curve = kc.steering_curve(m, eq, amps, tol=lc["tol"], max_iter=lc["max_iter"], loaded_radius=R)
         else:
             curve = kc.force_curve(m, eq, amps, kc.load_direction(lc["analysis"], R),
                                    tol=lc["tol"], max_iter=lc["max_iter"], loaded_radius=R)
