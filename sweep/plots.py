@@ -6,6 +6,9 @@ the *rise* of the reference-bushing force from each variant's own static
 value (the preload differs between variants), a few variants labelled with
 their parameter values (those with the smallest, median and largest peak
 rise), and how the parameters drive the response.
+
+:func:`kc_sheet`: the one-page "K&C sheet" of a K&C cube (curves against
+travel / force / torque, design-position metrics, compliance matrix).
 """
 from __future__ import annotations
 
@@ -149,4 +152,376 @@ def overview(ds, path, n_samples=5, before=0.05, after=0.5):
     fig.suptitle(f"{ds.attrs.get('model', '')}: {len(ok)} of {len(status)} variants ok; "
                  f"step at {ts:g} s")
     fig.savefig(path, dpi=90)
+    return path
+
+
+# --------------------------------------------------------------------------- K&C sheet
+
+DEG = 180.0 / np.pi
+A4_LANDSCAPE = (11.69, 8.27)              # inches
+KC_STATUS = {-1: "not run", 0: "ok", 1: "equilibrium failed", 2: "non-finite", 3: "load step failed"}
+KC_GOOD = (0, 3)                          # metrics valid (3: some load steps failed, NaN there)
+# step axis of each analysis: (label, sign convention)
+KC_STEP_LABEL = {
+    "wheel_travel": ("wheel travel", "bump > 0"),
+    "lateral_force": ("lateral force per wheel", "inboard at the contact patch > 0"),
+    "traction_force": ("traction force per wheel", "forward at the wheel centre > 0"),
+    "braking_force": ("braking force per wheel", "rearward at the contact patch > 0"),
+    "aligning_torque": ("aligning torque per wheel", "toe-out sense > 0"),
+}
+# (x, y) metrics of the across-variants scatter, per analysis (first: the y
+# metric also orders the thin curves' colours)
+KC_KEY_METRICS = {
+    "wheel_travel": ("wheel_rate", "bump_steer"),
+    "wheel_travel_opposite": ("roll_wheel_rate", "roll_steer"),
+    "lateral_force": ("lateral_compliance", "toe_per_lateral_force"),
+    "traction_force": ("longitudinal_compliance", "toe_per_traction_force"),
+    "braking_force": ("longitudinal_compliance_braking", "toe_per_braking_force"),
+    "aligning_torque": ("camber_per_aligning_torque", "toe_per_aligning_torque"),
+}
+# metrics of each analysis, set in bold in the metrics table
+KC_ANALYSIS_METRICS = {
+    "wheel_travel": ("bump_steer", "camber_gain", "wheel_rate", "roll_steer", "roll_camber_gain",
+                     "roll_wheel_rate"),
+    "lateral_force": ("toe_per_lateral_force", "camber_per_lateral_force", "lateral_compliance"),
+    "traction_force": ("toe_per_traction_force", "camber_per_traction_force", "longitudinal_compliance"),
+    "braking_force": ("toe_per_braking_force", "camber_per_braking_force", "longitudinal_compliance_braking"),
+    "aligning_torque": ("toe_per_aligning_torque", "camber_per_aligning_torque"),
+}
+KC_DOF_LABELS = ("x [mm]", "y [mm]", "z [mm]", "rx [deg]", "ry [deg]", "rz [deg]")
+KC_LOAD_LABELS = ("Fx\n[kN]", "Fy\n[kN]", "Fz\n[kN]", "Mx\n[kN m]", "My\n[kN m]", "Mz\n[kN m]")
+
+
+def _kc_step(ds):
+    """(name, values in plotting units, axis label, sign convention) of the
+    cube's step dimension: travel in mm, force in kN, torque in N m."""
+    dim = ds.toe.dims[1]
+    x = np.asarray(ds[dim].values, float)
+    units = ds[dim].attrs.get("units", {"travel": "m", "force": "N", "torque": "N m"}.get(dim, ""))
+    scale, shown = {"m": (1e3, "mm"), "N": (1e-3, "kN"), "N m": (1.0, "N m"), "rad": (DEG, "deg")}.get(
+        units, (1.0, units))
+    analysis = ds.attrs.get("analysis", "")
+    what, sense = KC_STEP_LABEL.get(analysis, (dim.replace("_", " "), ""))
+    if analysis == "wheel_travel" and ds.attrs.get("travel_mode") == "opposite":
+        sense = "opposite: left +s, right -s"
+    return dim, x * scale, f"{what.replace(' per wheel', '')} [{shown}]", f"{what}: {sense}" if sense else what
+
+
+def _kc_curves(ds):
+    """[(key, title, y label, DataArray (variant, step[, side]) in plotting
+    units)] of the curve panels, in sheet order, for the variables the cube has."""
+    def has(name):
+        return name in ds.variables
+
+    def wc(axis):
+        return ds.wheel_centre_displacement.sel(axis=axis) * 1e3
+
+    p = {}
+    if has("toe"):
+        p["toe"] = ("toe", "toe [deg]  (+ toe-in)", ds.toe * DEG)
+    if has("camber"):
+        p["camber"] = ("camber", "camber [deg]  (+ top out)", ds.camber * DEG)
+    if has("wheel_load"):
+        p["fz"] = ("vertical wheel load", "Fz at the wheel centre [N]", ds.wheel_load.sel(component="fz"))
+    if has("wheel_centre_displacement"):
+        p["x"] = ("wheel-centre x", "x displacement [mm]  (+ forward)", wc("x"))
+        p["y"] = ("wheel-centre y", "y displacement [mm]  (+ left)", wc("y"))
+        p["z"] = ("wheel-centre z", "z displacement [mm]  (+ up)", wc("z"))
+    if has("half_track_change"):
+        p["htc"] = ("half-track change", "half-track change [mm]  (+ outboard)", ds.half_track_change * 1e3)
+    if has("roll_centre_height"):
+        p["rch"] = ("roll-centre height (axle)", "roll-centre height [mm]", ds.roll_centre_height * 1e3)
+    if has("caster"):
+        p["caster"] = ("caster", "caster [deg]  (+ top rearward)", ds.caster * DEG)
+    if has("kingpin_inclination"):
+        p["kpi"] = ("kingpin inclination", "kingpin inclination [deg]  (+ top inboard)",
+                    ds.kingpin_inclination * DEG)
+    if has("caster_trail"):
+        p["trail"] = ("caster trail", "caster trail [mm]  (+ axis ahead)", ds.caster_trail * 1e3)
+    if has("scrub_radius"):
+        p["scrub"] = ("scrub radius", "scrub radius [mm]  (+ axis inboard)", ds.scrub_radius * 1e3)
+    if ds.attrs.get("analysis") == "wheel_travel":
+        # z is the prescribed travel itself: no panel
+        order = ("toe", "camber", "fz", "htc", "rch", "x", "y", "caster", "kpi", "trail", "scrub")
+    else:
+        order = ("toe", "camber", "x", "y", "z", "htc", "rch", "caster", "kpi", "trail", "scrub", "fz")
+    return [(k, *p[k]) for k in order if k in p]
+
+
+def _tidy(ax, y=None):
+    """Plain tick labels without an offset; a flat curve (constant within
+    round-off) gets +-5 % (or +-1) around its value instead of ticks that
+    differ in the 10th digit."""
+    ax.ticklabel_format(axis="both", style="plain", useOffset=False)
+    ax.tick_params(labelsize=7)
+    if y is None:
+        return
+    fin = np.asarray(y, float)
+    fin = fin[np.isfinite(fin)]
+    if fin.size:
+        lo, hi = float(fin.min()), float(fin.max())
+        c = 0.5 * (lo + hi)
+        if hi - lo <= 1e-6 * abs(c) + 1e-12:
+            h = 0.05 * abs(c) if c != 0 else 1.0
+            ax.set_ylim(c - h, c + h)
+
+
+def _kc_variants(ds, max_variants, key=None):
+    """(reference variant, thin variants ordered by ``key`` (left side) where
+    finite, else by index) - at most ``max_variants`` thin ones, picked evenly
+    over the good variants."""
+    status = np.asarray(ds.status.values)
+    good = np.flatnonzero(np.isin(status, KC_GOOD))
+    ref = 0 if (len(status) and status[0] in KC_GOOD) or not len(good) else int(good[0])
+    others = good[good != ref]
+    if key is not None and key in ds.variables and len(others):
+        k = np.asarray(ds[key].isel(variant=others).sel(side="left").values, float)
+        if np.isfinite(k).any():
+            others = others[np.argsort(np.where(np.isfinite(k), k, np.inf), kind="stable")]   # NaN last
+    if len(others) > max_variants:
+        others = others[np.unique(np.linspace(0, len(others) - 1, max(max_variants, 0)).round().astype(int))] \
+            if max_variants > 0 else others[:0]
+    return ref, others
+
+
+def _fmt(v, digits=4):
+    if not np.isfinite(v):
+        return "n/a"
+    if abs(v) < 1e-9:              # round-off of an exact zero (engineering units)
+        return "0"
+    if abs(v) >= 1e6 or abs(v) < 1e-3:
+        return f"{v:.{max(digits - 3, 0)}e}".replace("e-0", "e-").replace("e+0", "e")
+    if abs(v) >= 10 ** digits:
+        return f"{v:.0f}"
+    return f"{v:.{digits}g}"
+
+
+def _kc_metric_names(ds):
+    """(per-side metrics, axle metrics) present in the cube, in
+    :data:`kernels.kc.METRICS` / ``AXLE_METRICS`` order where known."""
+    try:
+        from kernels.kc import AXLE_METRICS, METRICS
+        known, known_axle = list(METRICS), list(AXLE_METRICS)
+    except Exception:  # noqa: BLE001 - cube order only
+        known, known_axle = [], []
+    skip = set(ds.attrs.get("parameters", [])) | {"status", "equilibrium_iterations"}
+    side = [n for n, v in ds.data_vars.items() if v.dims == ("variant", "side") and n not in skip]
+    axle = [n for n, v in ds.data_vars.items() if v.dims == ("variant",) and n not in skip
+            and "units" in v.attrs]
+    side = [n for n in known if n in side] + [n for n in side if n not in known]
+    axle = [n for n in known_axle if n in axle] + [n for n in axle if n not in known_axle]
+    return side, axle
+
+
+def _kc_table(ax, ds, ref, analysis):
+    side, axle = _kc_metric_names(ds)
+    bold = set(KC_ANALYSIS_METRICS.get(analysis, ()))
+    rows = [(n, *(float(x) for x in np.asarray(ds[n].isel(variant=ref).values, float)),
+             ds[n].attrs.get("units", "")) for n in side]
+    rows += [(n, float(ds[n].isel(variant=ref).values), None, ds[n].attrs.get("units", "")) for n in axle]
+    ax.set_axis_off()
+    ax.set_title(f"design-position metrics, variant {ref}", fontsize=9)
+    n = len(rows) + 1
+    dy = min(1.0 / max(n, 1), 0.028)
+    fs = 6.2
+    cols = (0.0, 0.635, 0.805, 0.82)
+    y = 1.0
+    for x, text, ha in zip(cols, ("metric", "left", "right", "units"), ("left", "right", "right", "left")):
+        ax.text(x, y, text, ha=ha, va="top", fontsize=fs, weight="bold", transform=ax.transAxes)
+    ax.plot([0, 1], [y - 0.9 * dy] * 2, color="0.5", lw=0.5, transform=ax.transAxes, clip_on=False)
+    for name, left, right, units in rows:
+        y -= dy
+        w = "bold" if name in bold else "normal"
+        label = name.replace("_", " ") + (" (axle)" if right is None else "")
+        ax.text(cols[0], y, label, ha="left", va="top", fontsize=fs, weight=w, transform=ax.transAxes)
+        if right is None:
+            ax.text(cols[2], y, _fmt(left), ha="right", va="top", fontsize=fs, weight=w,
+                    transform=ax.transAxes)
+        else:
+            ax.text(cols[1], y, _fmt(left), ha="right", va="top", fontsize=fs, weight=w, transform=ax.transAxes)
+            ax.text(cols[2], y, _fmt(right), ha="right", va="top", fontsize=fs, weight=w,
+                    transform=ax.transAxes)
+        ax.text(cols[3], y, units, ha="left", va="top", fontsize=fs - 0.4, color="0.3", transform=ax.transAxes)
+
+
+def _kc_compliance(fig, ax, ds, ref):
+    """The 6x6 wheel-centre compliance matrix of variant ``ref``, left wheel,
+    in engineering units (mm or deg per kN or kN m: SI m/N and m/(N m) x 1e6,
+    rad/N and rad/(N m) x 1e3 * 180/pi), colour on a symmetric log scale."""
+    from matplotlib.colors import SymLogNorm
+    cm = ds.compliance_matrix.transpose("variant", "side", "dof", "component")
+    C = np.asarray(cm.isel(variant=ref).sel(side="left").values, float)
+    scale = np.ones((6, 6))
+    scale[:3, :] = 1e6               # m/N -> mm/kN, m/(N m) -> mm/(kN m)
+    scale[3:, :] = 1e3 * DEG         # rad/N -> deg/kN, rad/(N m) -> deg/(kN m)
+    E = C * scale
+    ax.set_title(f"compliance matrix, variant {ref}, left wheel\n"
+                 "mm or deg per kN or kN m (colour: symmetric log)", fontsize=8)
+    if not np.isfinite(E).any():
+        ax.text(0.5, 0.5, "compliance matrix n/a", ha="center", va="center", color="0.4", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    vmax = float(np.nanmax(np.abs(E)))
+    vmax = vmax if vmax > 0 else 1.0
+    norm = SymLogNorm(linthresh=vmax * 1e-4, linscale=0.5, vmin=-vmax, vmax=vmax, base=10)
+    im = ax.imshow(np.where(np.isfinite(E), E, 0.0), cmap="RdBu_r", norm=norm, aspect="auto")
+    ax.set_xticks(range(6))
+    ax.set_xticklabels(KC_LOAD_LABELS, fontsize=6.5)
+    ax.set_yticks(range(6))
+    ax.set_yticklabels(KC_DOF_LABELS, fontsize=6.5)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for k in (2.5,):
+        ax.axhline(k, color="k", lw=0.8)
+        ax.axvline(k, color="k", lw=0.8)
+    for i in range(6):
+        for j in range(6):
+            v = E[i, j]
+            dark = np.isfinite(v) and abs(norm(v) - 0.5) > 0.33
+            ax.text(j, i, _fmt(v, 3) if np.isfinite(v) else "n/a", ha="center", va="center", fontsize=5.8,
+                    color="w" if dark else "k", weight="bold" if i == j else "normal")
+    cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
+    top = int(np.floor(np.log10(vmax)))
+    dec = [10.0 ** k for k in range(top, top - 5, -2) if 10.0 ** k >= 10 * norm.linthresh]
+    cb.set_ticks([*dec, 0.0, *(-d for d in dec)])
+    cb.ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    cb.ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    cb.ax.tick_params(labelsize=6)
+
+
+def _kc_scatter(ax, ds, ref, keys):
+    """One key metric against another across the good variants (left o,
+    right x, the reference variant starred); a histogram when only one is
+    defined; None when nothing to show."""
+    status = np.asarray(ds.status.values)
+    good = np.flatnonzero(np.isin(status, KC_GOOD))
+    if len(good) < 2:
+        return False
+    names = [k for k in keys if k in ds.variables
+             and np.isfinite(np.asarray(ds[k].isel(variant=good).values, float)).any()]
+    if not names:
+        return False
+    unit = {k: ds[k].attrs.get("units", "") for k in names}
+    val = {k: np.asarray(ds[k].isel(variant=good).transpose("variant", "side").values, float) for k in names}
+    if len(names) == 1:
+        k = names[0]
+        ax.hist([val[k][:, 0], val[k][:, 1]], bins=min(30, max(5, len(good) // 4)), label=["left", "right"],
+                histtype="stepfilled", alpha=0.6)
+        ax.set_xlabel(f"{k.replace('_', ' ')}\n[{unit[k]}]", fontsize=7)
+        ax.set_ylabel("variants", fontsize=7)
+    else:
+        kx, ky = names
+        ax.scatter(val[kx][:, 0], val[ky][:, 0], s=14, facecolors="none", edgecolors="C0", lw=0.8, label="left")
+        ax.scatter(val[kx][:, 1], val[ky][:, 1], s=12, marker="x", color="C1", lw=0.8, label="right")
+        i = np.flatnonzero(good == ref)
+        if len(i):
+            ax.scatter(val[kx][i, 0], val[ky][i, 0], s=90, marker="*", color="k", zorder=3,
+                       label=f"variant {ref}")
+        ax.set_xlabel(f"{kx.replace('_', ' ')}\n[{unit[kx]}]", fontsize=7)
+        ax.set_ylabel(f"{ky.replace('_', ' ')}\n[{unit[ky]}]", fontsize=7)
+    ax.set_title(f"across the {len(good)} good variants", fontsize=8)
+    ax.legend(fontsize=6, loc="best")
+    _tidy(ax)
+    return True
+
+
+def kc_sheet(ds, path, max_variants=12):
+    """Write the "K&C sheet" PNG of a K&C cube (``xarray.open_zarr`` of a
+    ``loadcase=kc_*`` job) and return ``path``.
+
+    One A4-landscape page: the curves against the load case's step variable
+    (travel in mm, force in kN, torque in N m) - toe, camber, vertical wheel
+    load (wheel travel: the force-travel curve, slope = wheel rate),
+    wheel-centre displacement, half-track change, roll-centre height and the
+    steering geometry (caster, kingpin inclination, trail, scrub; panels of
+    all-NaN channels are left out) - left wheel solid, right dashed, the
+    reference variant (variant 0, the nominal; the first good one if it
+    failed) bold black, up to ``max_variants`` other good variants thin,
+    picked evenly over the analysis' key metric; the design-position metrics
+    of the reference variant (left / right, units, the analysis' own in
+    bold, axle metrics); its left wheel's 6x6 compliance matrix in mm or deg
+    per kN or kN m; and, with several good variants, a scatter of two key
+    metrics across them."""
+    from matplotlib.lines import Line2D
+    analysis = ds.attrs.get("analysis", "")
+    mode = ds.attrs.get("travel_mode", "") or ""
+    keys = KC_KEY_METRICS.get(f"{analysis}_{mode}" if mode == "opposite" else analysis,
+                              KC_KEY_METRICS["wheel_travel"])
+    status = np.asarray(ds.status.values)
+    ref, others = _kc_variants(ds, max_variants, key=keys[1])
+    dim, xs, xlabel, sense = _kc_step(ds)
+    picks = np.concatenate([others, [ref]]).astype(int)
+    curves = []
+    for key, title, ylabel, da in _kc_curves(ds):
+        order = ("variant", dim, "side") if "side" in da.dims else ("variant", dim)
+        y = np.asarray(da.isel(variant=picks).transpose(*order).values, float)
+        if np.isfinite(y).any():
+            curves.append((key, title, ylabel, y))
+    has_scatter = int((np.isin(status, KC_GOOD)).sum()) >= 2
+
+    fig = Figure(figsize=A4_LANDSCAPE, layout="constrained")
+    outer = fig.add_gridspec(1, 2, width_ratios=[2.65, 1])
+    left = outer[0].subgridspec(3, 5)
+    slots = [(r, c) for r in range(2) for c in range(5)] + [(2, c) for c in range(3)]
+    right = outer[1].subgridspec(1, 1)
+    colours = matplotlib.colormaps["viridis"](np.linspace(0.05, 0.85, max(len(others), 1)))
+    n_used = 0
+    for (key, title, ylabel, y), (r, c) in zip(curves, slots):
+        ax = fig.add_subplot(left[r, c])
+        for j, v in enumerate(picks):
+            is_ref = v == ref
+            colour, lw = ("k", 1.8) if is_ref else (colours[j], 0.7)
+            if y.ndim == 3:
+                for s, ls in enumerate(SIDE_STYLE.values()):
+                    ax.plot(xs, y[j, :, s], ls, color=colour, lw=lw, zorder=3 if is_ref else 2)
+            else:
+                ax.plot(xs, y[j], "-", color=colour, lw=lw, zorder=3 if is_ref else 2)
+        if key == "fz" and analysis == "wheel_travel":
+            wr = [float(np.asarray(ds.wheel_rate.isel(variant=ref).values)[s]) for s in range(2)] \
+                if "wheel_rate" in ds.variables else []
+            if wr and np.isfinite(wr).all():
+                ax.text(0.97, 0.04, f"design wheel rate\n{_fmt(wr[0], 3)} / {_fmt(wr[1], 3)} N/mm",
+                        transform=ax.transAxes, ha="right", va="bottom", fontsize=6.5, color="0.25")
+        ax.set_title(title, fontsize=8.5)
+        ax.set_ylabel(ylabel, fontsize=7)
+        ax.set_xlabel(xlabel, fontsize=7)
+        if xs.min() < 0 < xs.max():
+            ax.axvline(0.0, color="0.6", lw=0.5, zorder=1)
+        ax.grid(True, lw=0.3, color="0.85")
+        _tidy(ax, y)
+        n_used += 1
+    free = slots[n_used:]
+    ax_c = fig.add_subplot(left[2, 3:])
+    _kc_compliance(fig, ax_c, ds, ref)
+    if has_scatter and free:
+        (r, c), wide = free[0], len(free) > 1 and free[1][0] == free[0][0]      # two free slots: span both
+        ax_s = fig.add_subplot(left[r, c:c + 2] if wide else left[r, c])
+        if not _kc_scatter(ax_s, ds, ref, keys):
+            ax_s.set_axis_off()
+        free = free[2 if wide else 1:]
+    skipped = [t for k, t, *_ in _kc_curves(ds) if t not in {c[1] for c in curves}]
+    if skipped and free:
+        ax_n = fig.add_subplot(left[free[0]])
+        ax_n.set_axis_off()
+        ax_n.text(0.0, 1.0, "n/a for this model / run (all NaN):\n" + "\n".join(skipped), fontsize=7,
+                  color="0.4", va="top", ha="left", transform=ax_n.transAxes)
+    _kc_table(fig.add_subplot(right[0, 0]), ds, ref, analysis)
+
+    counts = ", ".join(f"{int((status == k).sum())} {m}" for k, m in KC_STATUS.items() if (status == k).any())
+    what = analysis.replace("_", " ") + (f" ({mode})" if mode else "")
+    fig.suptitle(f"K&C sheet - {ds.attrs.get('model', '?')}: {what}; {len(status)} variant(s): {counts}",
+                 fontsize=12, weight="bold")
+    handles = [Line2D([], [], color="k", lw=1.8, label=f"variant {ref}" + (" (nominal)" if ref == 0 else
+                                                                            " (variant 0 failed)")),
+               Line2D([], [], color="0.3", ls="-", lw=1, label="left wheel: solid"),
+               Line2D([], [], color="0.3", ls="--", lw=1, label="right wheel: dashed")]
+    if len(others):
+        total = int(np.isin(status, KC_GOOD).sum()) - 1
+        handles.append(Line2D([], [], color=colours[len(colours) // 2], lw=0.8,
+                              label=f"thin: {len(others)} of {total} other good variants "
+                                    f"(colour: {keys[1].replace('_', ' ')} left, low to high)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7.5, frameon=False,
+               title=f"{sense}; vehicle frame x forward, y left, z up; toe + = toe-in, camber + = top out "
+                     "(DIN 70000); curves from the design position", title_fontsize=7.5)
+    fig.savefig(path, dpi=150)
     return path
