@@ -168,6 +168,8 @@ KC_STEP_LABEL = {
     "traction_force": ("traction force per wheel", "forward at the wheel centre > 0"),
     "braking_force": ("braking force per wheel", "rearward at the contact patch > 0"),
     "aligning_torque": ("aligning torque per wheel", "toe-out sense > 0"),
+    "steering": ("rack travel", "rack to the left > 0, wheel heights held; steer angle (ISO, + left) = "
+                 "-toe left, +toe right"),
 }
 # (x, y) metrics of the across-variants scatter, per analysis (first: the y
 # metric also orders the thin curves' colours)
@@ -178,6 +180,7 @@ KC_KEY_METRICS = {
     "traction_force": ("longitudinal_compliance", "toe_per_traction_force"),
     "braking_force": ("longitudinal_compliance_braking", "toe_per_braking_force"),
     "aligning_torque": ("camber_per_aligning_torque", "toe_per_aligning_torque"),
+    "steering": ("design_scrub_radius", "toe_per_rack_travel"),
 }
 # metrics of each analysis, set in bold in the metrics table
 KC_ANALYSIS_METRICS = {
@@ -187,6 +190,8 @@ KC_ANALYSIS_METRICS = {
     "traction_force": ("toe_per_traction_force", "camber_per_traction_force", "longitudinal_compliance"),
     "braking_force": ("toe_per_braking_force", "camber_per_braking_force", "longitudinal_compliance_braking"),
     "aligning_torque": ("toe_per_aligning_torque", "camber_per_aligning_torque"),
+    "steering": ("toe_per_rack_travel", "design_caster", "design_kingpin_inclination", "design_caster_trail",
+                 "design_scrub_radius"),
 }
 KC_DOF_LABELS = ("x [mm]", "y [mm]", "z [mm]", "rx [deg]", "ry [deg]", "rz [deg]")
 KC_LOAD_LABELS = ("Fx\n[kN]", "Fy\n[kN]", "Fz\n[kN]", "Mx\n[kN m]", "My\n[kN m]", "Mz\n[kN m]")
@@ -240,9 +245,17 @@ def _kc_curves(ds):
         p["trail"] = ("caster trail", "caster trail [mm]  (+ axis ahead)", ds.caster_trail * 1e3)
     if has("scrub_radius"):
         p["scrub"] = ("scrub radius", "scrub radius [mm]  (+ axis inboard)", ds.scrub_radius * 1e3)
-    if ds.attrs.get("analysis") == "wheel_travel":
+    if has("ackermann_error"):
+        p["ack"] = ("Ackermann error (axle)", "outer wheel: steer - Ackermann [deg]", ds.ackermann_error * DEG)
+    if has("percent_ackermann"):
+        p["pack"] = ("percent Ackermann (axle)", "Ackermann [%]", ds.percent_ackermann)
+    analysis = ds.attrs.get("analysis")
+    if analysis == "wheel_travel":
         # z is the prescribed travel itself: no panel
         order = ("toe", "camber", "fz", "htc", "rch", "x", "y", "caster", "kpi", "trail", "scrub")
+    elif analysis == "steering":
+        # wheel heights held: no z panel
+        order = ("toe", "camber", "ack", "pack", "caster", "kpi", "trail", "scrub", "x", "y", "htc", "rch", "fz")
     else:
         order = ("toe", "camber", "x", "y", "z", "htc", "rch", "caster", "kpi", "trail", "scrub", "fz")
     return [(k, *p[k]) for k in order if k in p]

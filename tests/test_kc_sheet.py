@@ -11,12 +11,13 @@ from sweep.plots import _kc_variants, kc_sheet
 
 SIDES = ["left", "right"]
 STEP = {"wheel_travel": ("travel", "m", (-0.08, 0.08)), "lateral_force": ("force", "N", (-2000.0, 2000.0)),
-        "aligning_torque": ("torque", "N m", (-200.0, 200.0))}
+        "aligning_torque": ("torque", "N m", (-200.0, 200.0)), "steering": ("rack_travel", "m", (-0.05, 0.05))}
 METRIC_UNITS = {"design_wheel_load": "N", "design_toe": "deg", "design_camber": "deg", "bump_steer": "deg/m",
                 "camber_gain": "deg/m", "wheel_rate": "N/mm", "roll_steer": "deg/m",
                 "toe_per_lateral_force": "deg/kN", "lateral_compliance": "mm/kN",
                 "toe_per_aligning_torque": "deg/(100 N m)", "camber_per_aligning_torque": "deg/(100 N m)",
-                "design_caster": "deg", "design_kingpin_inclination": "deg"}
+                "design_caster": "deg", "design_kingpin_inclination": "deg", "toe_per_rack_travel": "deg/mm",
+                "design_scrub_radius": "mm"}
 
 
 def synthetic_cube(analysis="wheel_travel", n=6, steps=5, mode="parallel", failed=(2,), step_failed=(3,),
@@ -58,6 +59,11 @@ def synthetic_cube(analysis="wheel_travel", n=6, steps=5, mode="parallel", faile
         "roll_centre_height": (("variant", dim), curve(0.05, 0.0, 0.1)[..., 0], "m"),
         "converged": (("variant", dim), converged, "1"),
     }
+    if analysis == "steering":                                     # NaN below 0.5 deg of steer
+        data["ackermann_error"] = (("variant", dim), np.where(np.abs(u) > 0.3, curve(0.01)[..., 0], np.nan),
+                                   "rad")
+        data["percent_ackermann"] = (("variant", dim), np.where(np.abs(u) > 0.3, curve(0, -20.0, 60.0)[..., 0],
+                                                                np.nan), "%")
     for name, unit in METRIC_UNITS.items():
         val = (1.0 + rng.random((n, 1))) * side
         if name in ("design_caster", "design_kingpin_inclination") and not steering:
@@ -110,6 +116,7 @@ def check_png(path):
     ("wheel_travel", "opposite", True),
     ("lateral_force", "", False),
     ("aligning_torque", "", True),
+    ("steering", "", True),
 ])
 def test_kc_sheet_png(tmp_path, analysis, mode, steering):
     ds = synthetic_cube(analysis, mode=mode or "parallel", steering=steering)
