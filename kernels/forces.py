@@ -404,7 +404,8 @@ def p2p_element_jacobian(prm, x1, x2):
 # ``ElementGroup`` and a ``register_group`` call.
 
 RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "reference_bushings",
-                       "steering_joints", "travel_lock", "vehicle")
+                       "steering_joints", "travel_lock", "vehicle",
+                       "steering_rack")
 
 
 def _unset(*_args):  # placeholder getter of a group that has not been completed

@@ -114,6 +114,11 @@ METRICS = {
     "longitudinal_compliance_braking": ("mm/kN", "wheel-centre displacement rearward per kN of braking force at the contact patch"),
     "toe_per_aligning_torque": ("deg/(100 N m)", "toe change per 100 N m of aligning torque, toe-out sense > 0"),
     "camber_per_aligning_torque": ("deg/(100 N m)", "camber change per 100 N m of aligning torque, toe-out sense > 0"),
+    "lateral_force_steer": ("deg/kN", "steer-angle change (ISO, + = left) per kN of lateral force to the left on "
+                            "BOTH wheels at the contact patches (cornering: same direction, so the rack, if "
+                            "modelled, is loaded); + = steers into the turn"),
+    "aligning_torque_steer": ("deg/(100 N m)", "steer-angle change (ISO, + = left) per 100 N m of aligning "
+                              "torque +Mz (to the left) on BOTH wheels"),
     "design_caster": ("deg", "caster angle of the steering axis (side view, + = axis top rearward)"),
     "design_kingpin_inclination": ("deg", "kingpin (steering-axis) inclination (front view, + = axis top inboard)"),
     "design_caster_trail": ("mm", "caster trail at the ground (+ = steering-axis ground point ahead of the contact point)"),
@@ -496,7 +501,7 @@ def load_direction(analysis, loaded_radius):
 
 # --------------------------------------------------------------------------- metrics
 
-GEOMETRY_METRICS = ("design_caster", "design_kingpin_inclination", "design_caster_trail", "design_scrub_radius",
+GEOMETRY_METRICS = ("lateral_force_steer", "aligning_torque_steer", "design_caster", "design_kingpin_inclination", "design_caster_trail", "design_scrub_radius",
                     "toe_per_rack_travel",
                     "half_track_change_rate", "wheel_recession", "spring_motion_ratio", "damper_motion_ratio",
                     "anti_roll_bar_wheel_rate", "braking_path_angle", "traction_path_angle",
@@ -596,6 +601,12 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=Tru
             out["longitudinal_compliance"] = dy[:, 0] * 1000.0         # mm, forward
         elif analysis == "braking_force":
             out["longitudinal_compliance_braking"] = -dy[:, 0] * 1000.0  # mm, rearward
+    # cornering: both wheels loaded in the same direction (vehicle frame), as
+    # Adams/Car's lateral force / aligning torque steer compliances
+    for name, U2, per in (("lateral_force_steer", jnp.array([0.0, 1.0, 0.0, R, 0.0, 0.0]), 1000.0),
+                          ("aligning_torque_steer", jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0]), 100.0)):
+        U = jnp.tile(U2, 2) * per
+        out[name] = -sign * jnp.einsum("bk,k->b", TX[0], U) * DEG      # steer = -sign * toe
     Gs = G.reshape(2, 6, 2, 6)
     out["compliance_matrix"] = jnp.stack([Gs[0, :, 0, :], Gs[1, :, 1, :]])
     out["compliance_full"] = G

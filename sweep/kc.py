@@ -257,6 +257,9 @@ def cube_attrs(job, cfg_yaml):
         "cube_kind": "kc", "analysis": lc["analysis"], "travel_mode": lc["mode"] or "",
         "loaded_radius_m": lc["loaded_radius"], "brake_lock_stiffness_Nm_per_rad": lc["brake_lock"],
         "brake_locked_bushings": [topo.bushing_names[i] for i in rows],
+        "steering_rack": topo.tables.get("steering_rack") or "off: the steering joints act on the body / subframe "
+                                                             "(no steering compliance)",
+        "steering_joints": list((topo.tables.get("steering_joints") or {}).values()),
         "conventions": CONVENTIONS, "parameters": list(job["pset"].names),
         "chunk_size": int(job["chunk"]), **provenance(),
     }
@@ -302,6 +305,13 @@ def report(ds, cfg, s):
         for name, (units, _) in kc.AXLE_METRICS.items():
             log.info(f"  {name:34s} {float(ds[name].values[v]):11.4g}  (axle)  {units}")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
+    if s.get("variants_run") and bool(np.all(ds.chunk_done.values)):
+        try:
+            from sweep.plots import kc_sheet
+            png = kc_sheet(ds, s["path"].rstrip("/")[:-5] + ".png")
+            log.info(f"K&C sheet: {os.path.abspath(png)}")
+        except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
+            log.warning(f"warning: K&C sheet failed: {err}")
 
 
 def main(cfg: DictConfig, progress=None) -> int:

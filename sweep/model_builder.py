@@ -143,12 +143,75 @@ def _characteristics(spec, types, what):
     return out
 
 
+RACK_KEYS = {"enabled": "bool", "joint": "per-side bushing name", "mass": "kg", "radius": "m",
+             "stiffness": "N/m", "lateral_stiffness": "N/m", "rotational_stiffness": "N m/rad",
+             "loss_factor": "1"}
+RACK_BODY, RACK_HOUSING = "steering_rack", "rack_housing"
+
+
+def with_steering_rack(cfg: dict):
+    """Apply the optional ``steering_rack`` section of a model config (plain
+    dict): a rack body between the two steering joints, held on the chassis
+    by one bushing ``rack_housing`` along vehicle y whose axial stiffness is
+    the steering system's compliance at the rack (column, torsion bar and
+    pinion, housing mounts, with the steering wheel held); the steering
+    joints' chassis ends move onto the rack, and the rack housing becomes the
+    steering joint (rack travel is imposed at the housing's chassis marker,
+    through that compliance). Returns (config, description or None)."""
+    rack = cfg.get("steering_rack")
+    if not rack or not rack.get("enabled", False):
+        return cfg, None
+    for key in rack:
+        if key not in RACK_KEYS:
+            raise ModelError(f"model.steering_rack.{key}: unknown key (known: {', '.join(RACK_KEYS)})")
+    import copy
+    cfg = copy.deepcopy(cfg)
+    joint = rack.get("joint") or cfg.get("steering_joint")
+    bushings = (cfg.get("per_side") or {}).get("bushings") or {}
+    if not joint or joint not in bushings:
+        raise ModelError(f"model.steering_rack.joint = {joint!r} is not a per-side bushing")
+    spec = bushings[joint]
+    if list(spec.get("bodies", []))[1:] != ["chassis"]:
+        raise ModelError(f"model.steering_rack.joint = {joint!r}: its second body must be the chassis "
+                         f"(is {spec.get('bodies')})")
+    vals = {}
+    for key, default in (("mass", 4.0), ("radius", 0.012), ("stiffness", None), ("lateral_stiffness", 1.0e8),
+                         ("rotational_stiffness", 1.0e4), ("loss_factor", 0.05)):
+        val = rack.get(key, default)
+        if val is None:
+            raise ModelError(f"model.steering_rack.stiffness: missing (axial rack stiffness [N/m])")
+        try:
+            val = float(val)
+        except (TypeError, ValueError):
+            raise ModelError(f"model.steering_rack.{key} = {val!r} is not a number [{RACK_KEYS[key]}]") from None
+        if not (np.isfinite(val) and (val > 0 or (key == "loss_factor" and val >= 0))):
+            raise ModelError(f"model.steering_rack.{key} = {val} must be > 0 [{RACK_KEYS[key]}]")
+        vals[key] = val
+    pl = _Side(cfg.get("hardpoints") or {}, "left").point(spec["at"], f"model.per_side.bushings.{joint}.at")
+    pr = pl * np.array([1.0, -1.0, 1.0])
+    centre = 0.5 * (pl + pr)
+    shared = cfg.setdefault("shared", {})
+    shared.setdefault("bodies", {})[RACK_BODY] = {
+        "mass": vals["mass"], "rods": [[pr.tolist(), pl.tolist()]], "radius": vals["radius"]}
+    kl, kr = vals["lateral_stiffness"], vals["rotational_stiffness"]
+    shared.setdefault("bushings", {})[RACK_HOUSING] = {
+        "bodies": [RACK_BODY, "chassis"], "at": centre.tolist(), "axis": [0.0, 1.0, 0.0],
+        "stiffness": [kl, kl, vals["stiffness"], kr, kr, kr], "loss_factor": vals["loss_factor"]}
+    spec["bodies"] = [spec["bodies"][0], RACK_BODY]
+    cfg.pop("steering_rack")
+    desc = (f"steering rack on: body {RACK_BODY} ({vals['mass']} kg) carries the {joint} joints; "
+            f"bushing {RACK_HOUSING} to the chassis, axial (rack) stiffness {vals['stiffness']:.4g} N/m; "
+            f"rack travel imposed at the housing")
+    return cfg, desc
+
+
 def build_tables(cfg) -> dict:
     """Model config -> validated-ready plain tables (see :mod:`kernels.model`)."""
     cfg = _plain(cfg)
+    cfg, rack_desc = with_steering_rack(cfg)
     known = {"name", "description", "gravity", "hardpoints", "bushing_types", "per_side",
              "shared", "wheels", "reference_bushing", "steering_joint", "travel_lock", "vehicle",
-             "notes", "alignment"}
+             "steering_rack", "notes", "alignment"}
     for key in cfg:
         if key not in known:
             raise ModelError(f"model.{key}: unknown model config key "
@@ -344,7 +407,10 @@ def build_tables(cfg) -> dict:
     # the bushing whose second marker the steering rack (or the subframe's
     # toe-link mount) moves: K&C steering axis, caster, kingpin, rack travel
     steer = cfg.get("steering_joint")
-    if steer:
+    if rack_desc:
+        tables["steering_joints"] = {s: RACK_HOUSING for s in SIDES}
+        tables["steering_rack"] = rack_desc
+    elif steer:
         tables["steering_joints"] = {}
         for s in SIDES:
             if f"{steer}_{s}" not in names:

@@ -340,3 +340,50 @@ def test_steering_load_case_needs_a_steering_joint():
         prepare_kc(cfg_of("model=toy_trailing_arm", "loadcase=kc_steering"))
     with pytest.raises(ConfigError, match=r"loadcase.rack = \[0.05, -0.05\]|loadcase.rack"):
         prepare_kc(cfg_of("loadcase=kc_steering", "loadcase.rack=[0.05,-0.05]"))
+
+
+@pytest.fixture(scope="module")
+def dw_rack():
+    from omegaconf import OmegaConf
+    from sweep.entry import CONFIG_DIR
+    from sweep.job import model_from_config
+    cfg = OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml")
+    cfg.steering_rack.enabled = True
+    return kc.lock_brakes(model_from_config(cfg), kc.DEFAULT_BRAKE_LOCK)
+
+
+def test_steering_rack_option_and_cornering_steer_match_finite_differences(dw_rack, dw_locked):
+    """The rack option adds one body and one bushing, moves the inner tie-rod
+    joints onto the rack; lateral-force and aligning-torque steer with both
+    wheels loaded in the same direction (the rack carries the difference)
+    against central differences of the nonlinear model, with and without
+    the rack; the rack makes the aligning-torque steer softer."""
+    topo = dw_rack.topology
+    assert topo.n_bodies == dw_locked.topology.n_bodies + 1
+    assert topo.n_force_elements == dw_locked.topology.n_force_elements + 1
+    names = list(topo.bushing_names)
+    rack = list(topo.body_names).index("steering_rack")
+    for side in kc.SIDES:
+        assert int(topo.bushing_bodies[names.index(f"tie_rod_inner_{side}"), 1]) == rack
+    assert "steering rack on" in topo.tables["steering_rack"]
+    R = R_LOADED
+    per = {"lateral_force_steer": (np.array([0, 1.0, 0, R, 0, 0]), 1e3),
+           "aligning_torque_steer": (np.array([0, 0, 0, 0, 0, 1.0]), 1e2)}
+    h = 1.0
+
+    @jax.jit
+    def run(model):
+        eq = kc.design_position(model, tol=TOL)
+        u0 = kc.design_loads(eq)
+        us = jnp.stack([u0 + a * jnp.tile(U, (2, 1)) for U, _ in per.values() for a in (h, -h)])
+        toe = jax.vmap(lambda u: kc.metrics.toe_camber(model, kc.static_equilibrium(
+            model, u, r_start=eq.r, tol=TOL, max_iter=80).r)[0])(us)
+        return kc.kc_metrics(model, eq, R), toe
+    values = {}
+    for label, model in (("rack", dw_rack), ("no rack", dw_locked)):
+        M, toe = jax.device_get(run(model))
+        for i, (name, (_, scale)) in enumerate(per.items()):
+            steer = -np.array([1.0, -1.0]) * (toe[2 * i] - toe[2 * i + 1]) / (2 * h) * scale * DEG
+            np.testing.assert_allclose(M[name], steer, rtol=1e-5, err_msg=f"{label}: {name}")
+        values[label] = M
+    assert values["rack"]["aligning_torque_steer"][0] > 2 * values["no rack"]["aligning_torque_steer"][0]
