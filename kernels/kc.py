@@ -209,6 +209,20 @@ def design_position(model, tol=1e-6, max_iter=60):
                                    design_heights(model), tol=tol, max_iter=max_iter)
 
 
+def ride_position(model, wheel_load, tol=1e-6, max_iter=60):
+    """K&C start position at a given vertical wheel load [N] per wheel (kerb,
+    laden): the static equilibrium under that load at both wheel centres
+    (force control, gravity acting), then the wheel-centre heights found
+    there held as in :func:`design_position` (so every metric and curve is
+    taken at that ride height, the vertical forces found equal the load)."""
+    slots = model.topology.wheel_slots
+    u = jnp.zeros((2, 6), model.r_design.dtype).at[:, 2].set(wheel_load)
+    eqf = static_equilibrium(model, u, tol=tol, max_iter=max_iter)
+    eq = constrained_equilibrium(model, jnp.zeros_like(u), eqf.r[slots, 2], r_start=eqf.r,
+                                 fz_start=u[:, 2], tol=tol, max_iter=max_iter)
+    return eq._replace(converged=eq.converged & eqf.converged, iterations=eq.iterations + eqf.iterations)
+
+
 def design_loads(eq):
     """Wheel-centre loads (2, 6) at the design position: only the vertical force Fz0."""
     return jnp.zeros((2, 6), eq.r.dtype).at[:, 2].set(eq.fz)
@@ -712,7 +726,7 @@ def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60,
     half_track_change (2,) [m, outboard > 0], roll_centre_height () [m]
     (:func:`geometry` at each step), converged."""
     dz = jnp.asarray(travel_direction(mode) if isinstance(mode, str) else mode, eq0.r.dtype)
-    z0 = design_heights(model)
+    z0 = eq0.r[model.topology.wheel_slots, 2]     # the start position's heights
     joints = steering_joints(model)
     zero = jnp.zeros((2, 6), eq0.r.dtype)
 
@@ -745,7 +759,7 @@ def steering_curve(model, eq0, rack, tol=1e-6, max_iter=60, loaded_radius=DEFAUL
         raise ModelError(f"model {model.topology.name!r} names no steering_joint: no steering analysis")
     import dataclasses
     D = rack_travel_direction(model, eq0.r, joints)
-    z0 = design_heights(model)
+    z0 = eq0.r[model.topology.wheel_slots, 2]     # the start position's heights
     zero = jnp.zeros((2, 6), eq0.r.dtype)
 
     def solve_one(state, a):

@@ -58,7 +58,7 @@ log = logging.getLogger("sweep")
 KIND = "kc"
 
 STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "load_step_failed"}
-KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "rack", "steps", "loaded_radius",
+KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "rack", "steps", "loaded_radius", "ride_load",
               "brake_lock_stiffness", "tolerance", "max_iterations", "description"}
 VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
 CONVENTIONS = (
@@ -114,8 +114,15 @@ def load_case(lc: dict) -> dict:
     max_iter = int(lc.get("max_iterations", 60))
     if max_iter < 1:
         raise ConfigError(f"loadcase.max_iterations = {max_iter} must be >= 1")
+    ride = lc.get("ride_load", "design")
+    if ride is None:
+        ride = "design"
+    if not (ride in ("design", "kerb", "laden") or (isinstance(ride, (int, float)) and not isinstance(ride, bool)
+                                                    and np.isfinite(ride) and ride > 0)):
+        raise ConfigError(f"loadcase.ride_load = {ride!r} must be design, kerb, laden or a vertical wheel "
+                          "load > 0 [N]")
     out = dict(analysis=analysis, steps=steps, loaded_radius=R, brake_lock=lock, tol=tol,
-               max_iter=max_iter, mode=None)
+               max_iter=max_iter, mode=None, ride=ride)
     if analysis == "wheel_travel":
         mode = lc.get("mode", "parallel")
         if mode not in kc.TRAVEL_MODES:
@@ -137,10 +144,33 @@ def load_case(lc: dict) -> dict:
     return out
 
 
+def ride_wheel_load(ride, model):
+    """Vertical wheel load [N] of the K&C start position, or None for the
+    design position (wheel centres at design height)."""
+    if ride == "design":
+        return None
+    if ride in ("kerb", "laden"):
+        veh = kc.vehicle_data(model) or {}
+        if f"{ride}_wheel_load" not in veh:
+            raise ConfigError(f"loadcase.ride_load = {ride}: model {model.topology.name!r} has no "
+                              f"vehicle.{ride}_wheel_load")
+        return float(veh[f"{ride}_wheel_load"])
+    return float(ride)
+
+
+def start_position(m, lc):
+    """The K&C start position of a load case: design height, or the ride
+    height under the load case's wheel load (kerb, laden)."""
+    if lc["ride_wheel_load"] is None:
+        return kc.design_position(m, tol=lc["tol"], max_iter=lc["max_iter"])
+    return kc.ride_position(m, lc["ride_wheel_load"], tol=lc["tol"], max_iter=lc["max_iter"])
+
+
 def prepare_kc(cfg) -> dict:
     """Everything a K&C job needs, validated before any compute."""
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
     model = model_from_config(cfg.model)
+    lc["ride_wheel_load"] = ride_wheel_load(lc["ride"], model)
     if lc["analysis"] == "steering" and kc.steering_joints(model) is None:
         raise ConfigError(f"loadcase.analysis = steering: model {model.topology.name!r} names no "
                           "steering_joint (the bushing whose rack-side marker the rack moves)")
@@ -165,7 +195,7 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
 
     def variant(theta):
         m = kc.lock_brakes(pset.apply(model, theta), lc["brake_lock"], lock_index)
-        eq = kc.design_position(m, tol=lc["tol"], max_iter=lc["max_iter"])
+        eq = start_position(m, lc)
         met = kc.kc_metrics(m, eq, R)
         met.pop("compliance_full")
         if lc["analysis"] == "wheel_travel":
@@ -260,6 +290,9 @@ def cube_attrs(job, cfg_yaml):
         "steering_rack": topo.tables.get("steering_rack") or "off: the steering joints act on the body / subframe "
                                                              "(no steering compliance)",
         "steering_joints": list((topo.tables.get("steering_joints") or {}).values()),
+        "ride_load": (f"{lc['ride']}: start at the static equilibrium under {lc['ride_wheel_load']:.1f} N per "
+                      "wheel, its wheel-centre heights held" if lc["ride_wheel_load"] is not None
+                      else "design: wheel centres at design height, vertical wheel loads found"),
         "conventions": CONVENTIONS, "parameters": list(job["pset"].names),
         "chunk_size": int(job["chunk"]), **provenance(),
     }

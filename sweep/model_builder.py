@@ -429,7 +429,9 @@ def build_tables(cfg) -> dict:
     return tables
 
 
-VEHICLE_KEYS = {"axle": "front | rear", "wheelbase": "m", "cg_height": "m", "front_brake_share": "1"}
+VEHICLE_KEYS = {"axle": "front | rear", "wheelbase": "m", "cg_height": "m", "front_brake_share": "1",
+                "kerb_wheel_load": "N", "laden_wheel_load": "N"}
+VEHICLE_OPTIONAL = ("kerb_wheel_load", "laden_wheel_load")
 
 
 def vehicle_table(veh) -> dict:
@@ -440,13 +442,15 @@ def vehicle_table(veh) -> dict:
     for key in veh:
         if key not in VEHICLE_KEYS:
             raise ModelError(f"model.vehicle.{key}: unknown key (known: {', '.join(VEHICLE_KEYS)})")
-    missing = [k for k in VEHICLE_KEYS if k not in veh]
+    missing = [k for k in VEHICLE_KEYS if k not in veh and k not in VEHICLE_OPTIONAL]
     if missing:
         raise ModelError(f"model.vehicle: missing {', '.join(missing)}")
     if veh["axle"] not in ("front", "rear"):
         raise ModelError(f"model.vehicle.axle = {veh['axle']!r} must be front or rear")
     out = {"axle": veh["axle"]}
-    for key in ("wheelbase", "cg_height", "front_brake_share"):
+    for key in ("wheelbase", "cg_height", "front_brake_share", *VEHICLE_OPTIONAL):
+        if key not in veh:
+            continue
         try:
             val = float(veh[key])
         except (TypeError, ValueError):

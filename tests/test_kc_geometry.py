@@ -340,6 +340,13 @@ def test_steering_load_case_needs_a_steering_joint():
         prepare_kc(cfg_of("model=toy_trailing_arm", "loadcase=kc_steering"))
     with pytest.raises(ConfigError, match=r"loadcase.rack = \[0.05, -0.05\]|loadcase.rack"):
         prepare_kc(cfg_of("loadcase=kc_steering", "loadcase.rack=[0.05,-0.05]"))
+    with pytest.raises(ConfigError, match=r"loadcase.ride_load = kerb: model 'toy_trailing_arm' has no "
+                                          r"vehicle.kerb_wheel_load"):
+        prepare_kc(cfg_of("model=toy_trailing_arm", "loadcase=kc_wheel_travel", "loadcase.ride_load=kerb"))
+    with pytest.raises(ConfigError, match=r"loadcase.ride_load = -5"):
+        prepare_kc(cfg_of("loadcase=kc_wheel_travel", "loadcase.ride_load=-5"))
+    job = prepare_kc(cfg_of("loadcase=kc_wheel_travel", "loadcase.ride_load=laden"))
+    assert job["lc"]["ride_wheel_load"] == 5400.0
 
 
 @pytest.fixture(scope="module")
@@ -387,3 +394,37 @@ def test_steering_rack_option_and_cornering_steer_match_finite_differences(dw_ra
             np.testing.assert_allclose(M[name], steer, rtol=1e-5, err_msg=f"{label}: {name}")
         values[label] = M
     assert values["rack"]["aligning_torque_steer"][0] > 2 * values["no rack"]["aligning_torque_steer"][0]
+
+
+def test_kc_at_kerb_load_matches_the_design_travel_curve_there(dw_locked):
+    """K&C at kerb load (loadcase.ride_load=kerb): the start position is the
+    static equilibrium under the kerb wheel load (checked against a force-
+    control equilibrium solved here), and its bump steer, camber gain and
+    wheel rate equal the central-difference slopes of the design position's
+    own parallel travel curve at that height (an independent path: the
+    curve starts from the design height)."""
+    model = dw_locked
+    load = kc.vehicle_data(model)["kerb_wheel_load"]
+    slots = np.asarray(model.topology.wheel_slots)
+    h = 1e-5
+
+    @jax.jit
+    def run(model):
+        eq_k = kc.ride_position(model, load, tol=TOL)
+        eqf = kc.static_equilibrium(model, jnp.zeros((2, 6)).at[:, 2].set(load), tol=TOL)
+        eq_d = kc.design_position(model, tol=TOL)
+        s = eq_k.r[slots, 2].mean() - eq_d.r[slots, 2].mean()
+        return eq_k, eqf.r, kc.kc_metrics(model, eq_k, R_LOADED), eq_d, s
+    eq_k, r_force, M, eq_d, s_k = jax.device_get(run(model))
+    assert eq_k.converged
+    np.testing.assert_allclose(eq_k.fz, load, rtol=1e-9)
+    np.testing.assert_allclose(eq_k.r[slots, :3], r_force[slots, :3], atol=1e-9)
+    assert s_k < -0.005           # lighter than the design load: the wheel hangs lower (rebound)
+    curve = jax.device_get(jax.jit(lambda m: kc.travel_curve(
+        m, kc.design_position(m, tol=TOL), np.array([s_k - h, s_k + h]), "parallel", tol=TOL))(model))
+    assert curve["converged"].all()
+    np.testing.assert_allclose(M["bump_steer"], np.degrees(np.diff(curve["toe"], axis=0)[0] / (2 * h)), rtol=1e-4)
+    np.testing.assert_allclose(M["camber_gain"], np.degrees(np.diff(curve["camber"], axis=0)[0] / (2 * h)),
+                               rtol=1e-4)
+    np.testing.assert_allclose(M["wheel_rate"], np.diff(curve["wheel_load"][:, :, 2], axis=0)[0] / (2 * h) / 1e3,
+                               rtol=1e-4)
