@@ -67,3 +67,27 @@ def test_bad_modes_load_case_is_one_line(over, key, tmp_path, capsys):
     err = capsys.readouterr().err
     assert key in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_modes_notebook_maps_the_tracked_mode(modes_cube, tmp_path, monkeypatch):
+    """notebooks/03_modes_map.ipynb runs top to bottom on the modes cube,
+    draws its figures, and reports the tracked mode's frequency range as a
+    direct computation from the cube gives it (mode tracked by the energy
+    distribution most similar to the reference mode's)."""
+    import os
+    import nbformat
+    from nbclient import NotebookClient
+    from tests.test_sweep import ROOT, notebook_outputs
+    cfg, ds = modes_cube
+    nb = nbformat.read(os.path.join(ROOT, "notebooks", "03_modes_map.ipynb"), as_version=4)
+    monkeypatch.setenv("AXLE_MODES_CUBE", str(cfg.output.path))
+    monkeypatch.setenv("AXLE_MODE", "1")
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text, png = notebook_outputs(nb)
+    assert png >= 2, "the notebook's figures are not in its outputs"
+    sig = np.concatenate([ds.body_energy.values, ds.bushing_energy.values], axis=2)
+    cos = np.einsum("vmn,n->vm", sig, sig[0, 1]) / np.linalg.norm(sig, axis=2) / np.linalg.norm(sig[0, 1])
+    tracked = cos.argmax(axis=1)
+    f = ds.frequency.values[np.arange(ds.sizes["variant"]), tracked]
+    assert f"tracked frequency over the design: {f.min():.4f} .. {f.max():.4f} Hz" in text, text[-1500:]
