@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--micro-batch", type=int, default=0, help="lax.map groups of this many variants (0: one vmap)")
+    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "sweep_throughput.json"),
+                    help="where to write the figures")
     args = ap.parse_args()
     cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
     model = model_from_config(cfg("model", "double_wishbone.yaml"))
@@ -61,11 +63,12 @@ def main():
         rows.append(row)
         print(f"| {B} | {args.steps} | {comp:.1f} s | {best:.2f} s | {row['variant_steps_per_s']:.0f} |",
               flush=True)
-    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "benchmarks", "results", "sweep_throughput.json"), "w") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
         json.dump({"rows": rows, "machine": machine(),
                    "note": "includes each variant's static equilibrium (Newton, ~12 iterations)",
-                   "command": "python benchmarks/sweep_throughput.py"}, f, indent=2)
+                   "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                   "command": "python benchmarks/sweep_throughput.py " + " ".join(sys.argv[1:])}, f, indent=2)
 
 
 if __name__ == "__main__":
