@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 256])
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--micro-batch", type=int, default=0, help="lax.map groups of this many variants (0: one vmap)")
+    ap.add_argument("--solver", default="block", help="integrator.solver: block | dense | block32")
     ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "sweep_throughput.json"),
                     help="where to write the figures")
     args = ap.parse_args()
@@ -48,7 +49,7 @@ def main():
         X = make_design({"design": "lhs", "n_variants": B, "seed": 0}, pset)
         run = make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, 1,
                                 list(range(len(model.topology.bushing_names))),
-                                micro_batch=args.micro_batch or None)
+                                solver=args.solver, micro_batch=args.micro_batch or None)
         tic = time.perf_counter()
         compiled = run.lower(X).compile()
         comp = time.perf_counter() - tic
@@ -59,7 +60,7 @@ def main():
             times.append(time.perf_counter() - tic)
         best = min(times)
         row = {"batch": B, "steps": args.steps, "compile_s": comp, "run_s": best,
-               "variant_steps_per_s": B * args.steps / best}
+               "variant_steps_per_s": B * args.steps / best, "solver": args.solver}
         rows.append(row)
         print(f"| {B} | {args.steps} | {comp:.1f} s | {best:.2f} s | {row['variant_steps_per_s']:.0f} |",
               flush=True)

@@ -96,6 +96,19 @@ def model_solver(topology, name="block") -> Solver:
             factor=lambda lin, hg: (blocks.factor(elim, block_coefficient_matrix(pattern, lin, hg)), lin.M),
             solve=lambda fac, b: blocks.solve(elim, fac[0], mv(fac[1], b.reshape(m, 6))).reshape(-1),
             jr=jr, jv=jv, ju=ju)
+    if name == "block32":
+        # float32 coefficient matrix, factors and solves; the right-hand
+        # sides (q and the Jacobian products, float64) are rounded on the way
+        # in, the stage increments widened on the way out
+        elim = blocks.model_elimination(topology)
+        f32 = jnp.float32
+        return Solver(
+            name="block32",
+            factor=lambda lin, hg: (blocks.factor(elim, block_coefficient_matrix(pattern, lin, hg).astype(f32)),
+                                    lin.M.astype(f32)),
+            solve=lambda fac, b: blocks.solve(elim, fac[0], mv(fac[1], b.reshape(m, 6).astype(f32))
+                                              ).astype(b.dtype).reshape(-1),
+            jr=jr, jv=jv, ju=ju)
     if name == "dense":
         return Solver(
             name="dense",
@@ -105,4 +118,4 @@ def model_solver(topology, name="block") -> Solver:
                 block_coefficient_matrix(pattern, lin, hg)))), lin.M),
             solve=lambda fac, b: lu_solve(fac[0], mv(fac[1], b.reshape(m, 6)).reshape(-1)),
             jr=jr, jv=jv, ju=ju)
-    raise ValueError(f"solver = {name!r} is not one of dense, block")
+    raise ValueError(f"solver = {name!r} is not one of block, dense, block32")

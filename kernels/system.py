@@ -4,15 +4,18 @@ from kernels.dynamics import linearise_blocks, q_fn
 from kernels.integrate import System
 from kernels.rotations import coordinate_rates
 
-SOLVERS = ("block", "dense")
+SOLVERS = ("block", "dense", "block32")
 
 
 def model_system(model, exc, solver="block") -> System:
     """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.integrate`.
 
     ``solver``: how eq. (11) is factorised, one of ``SOLVERS`` (block LU in
-    the elimination order of the body graph, or dense partially pivoted LU);
-    both use the block-sparse linearisation."""
+    the elimination order of the body graph, or dense partially pivoted LU;
+    ``block32``: the block LU and its two solves in float32, everything else
+    - q, the Jacobian products, the state - in float64; an explicit
+    precision option, its accuracy cost in BENCHMARKS.md); all use the
+    block-sparse linearisation."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
