@@ -396,14 +396,16 @@ def build_tables(cfg) -> dict:
         "wheels": {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES},
     }
     tables.update({key: rows for key, rows in extra.items() if rows})
-    ref = cfg.get("reference_bushing")
     names = [b["name"] for b in bushings]
-    tables["reference_bushings"] = {}
-    if ref:
+
+    def per_side_bushing(key):
+        """{side: '<name>_<side>'} of the per-side bushing named by ``model.<key>``."""
+        name = cfg.get(key)
         for s in SIDES:
-            if f"{ref}_{s}" not in names:
-                raise ModelError(f"model.reference_bushing = {ref!r}: no bushing {ref}_{s}")
-            tables["reference_bushings"][s] = f"{ref}_{s}"
+            if f"{name}_{s}" not in names:
+                raise ModelError(f"model.{key} = {name!r}: no bushing {name}_{s}")
+        return {s: f"{name}_{s}" for s in SIDES}
+    tables["reference_bushings"] = per_side_bushing("reference_bushing") if cfg.get("reference_bushing") else {}
     # the bushing whose second marker the steering rack (or the subframe's
     # toe-link mount) moves: K&C steering axis, caster, kingpin, rack travel
     steer = cfg.get("steering_joint")
@@ -411,11 +413,7 @@ def build_tables(cfg) -> dict:
         tables["steering_joints"] = {s: RACK_HOUSING for s in SIDES}
         tables["steering_rack"] = rack_desc
     elif steer:
-        tables["steering_joints"] = {}
-        for s in SIDES:
-            if f"{steer}_{s}" not in names:
-                raise ModelError(f"model.steering_joint = {steer!r}: no bushing {steer}_{s}")
-            tables["steering_joints"][s] = f"{steer}_{s}"
+        tables["steering_joints"] = per_side_bushing("steering_joint")
     lock = cfg.get("travel_lock")
     if lock:
         if not steer:
