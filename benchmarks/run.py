@@ -12,15 +12,17 @@ every step unless stated:
 * throughput in variant-steps per second at batch 1, 64, 256, 1024, 4096,
   block versus dense solve (integration only: every variant starts at the
   nominal equilibrium with its own bushing-stiffness scales, 0.8-1.25;
-  batches on one device, as the sweep app does by default);
+  batches on one device, the figures are per device (with
+  ``AXLE_CPU_DEVICES=n`` split over n devices);
 * floating-point operations per variant-step (XLA cost analysis of the
   compiled step; LAPACK calls of the dense LU are not counted by XLA) and the
   achieved fraction of the measured peak;
 * where the time of one step goes (linearisation, factorisation, solves,
   the rest), at batch 256;
-* peak memory (max RSS) of a 4096-variant sweep job (short manoeuvre; the
-  job streams results chunk by chunk, so its memory does not grow with the
-  manoeuvre length);
+* peak memory (max RSS) of a 4096-variant sweep job as ``python -m sweep``
+  runs it by default (every core a CPU device, at most 2; short manoeuvre;
+  the job streams results chunk by chunk, so its memory does not grow with
+  the manoeuvre length);
 * accuracy cost (NMSE against the Radau reference, method.md section 3) of
   the speed options: re-linearise every 2 / 4 / 8 steps, float32.
 
@@ -36,11 +38,12 @@ import subprocess
 import sys
 import time
 
-# as `python -m sweep` does: one device unless AXLE_CPU_DEVICES=n (see sweep/__main__.py)
-if os.environ.get("AXLE_CPU_DEVICES") and \
-        "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count="
-                               f"{int(os.environ['AXLE_CPU_DEVICES'])}").strip()
+# the CPU devices as `python -m sweep` sets them (one per core, at most 2;
+# AXLE_CPU_DEVICES=n), before JAX starts: the sweep job of the suite (peak
+# memory) runs as the app does by default
+from sweep.entry import cpu_devices_are_default, xla_flags_from_env  # noqa: E402
+
+xla_flags_from_env()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -127,10 +130,12 @@ class Axle:
         return jax.jit(jax.vmap(variant))
 
     def scales(self, B):
-        """Per-variant bushing-stiffness scales, sharded over the devices when B divides."""
+        """Per-variant bushing-stiffness scales: on one device (the figures
+        are per device), split over the devices when B divides and the
+        devices were asked for (AXLE_CPU_DEVICES=n or XLA_FLAGS)."""
         nb = len(self.model.topology.bushing_names)
         x = jnp.asarray(np.exp(np.random.default_rng(B).uniform(np.log(0.8), np.log(1.25), (B, nb, 1))))
-        n_dev = jax.device_count()
+        n_dev = 1 if cpu_devices_are_default() else jax.device_count()
         if n_dev > 1 and B % n_dev == 0:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
             mesh = Mesh(np.array(jax.devices()), ("variant",))

@@ -7,7 +7,9 @@ channels it returns (:class:`Channel`); this module does everything around
 it, the same for every kind:
 
 * chunking (:func:`chunking`: chunk size from a memory budget or the config,
-  padded to a multiple of the device count) and device mapping
+  padded to a multiple of the device count; the devices from
+  :func:`job_devices`: on a CPU by default every core, at most two, but one
+  for a chunk too small to profit) and device mapping
   (:func:`map_variants`: ``vmap``, ``lax.map`` micro-batches, ``shard_map``
   over several devices);
 * the store (:func:`store_spec` builds the cube's variables from the channel
@@ -42,6 +44,7 @@ from omegaconf import OmegaConf
 
 
 from sweep import store as cube_store
+from sweep.entry import DEVICES_ENV, cpu_devices_are_default
 from sweep.schema import ConfigError
 
 log = logging.getLogger("sweep")
@@ -184,21 +187,68 @@ def estimate_chunk(n_variants, out_bytes, n_dof, budget_gb, n_dev, platform=None
     return c, per_variant
 
 
-def chunking(sw, n_variants, out_bytes, n_dof):
+# A default job (CPU device count from sweep.entry.xla_flags_from_env, not
+# chosen by the user) splits a chunk over its CPU devices only when every
+# device gets at least this many variants; smaller chunks run on one device.
+# Below it, the second device's share of the run does not pay for the extra
+# work of a multi-device job (two programs to compile, and a re-trace on
+# every run: the trace cache is for one device) - BENCHMARKS.md, "Two CPU
+# devices".
+MIN_VARIANTS_PER_CPU_DEVICE = 128
+
+
+def job_devices(chunk=None, max_devices=None, platform=None):
+    """Devices a job maps a chunk of ``chunk`` variants over: every JAX
+    device (at most ``max_devices``), except for a default CPU job whose
+    chunk is too small to profit (:data:`MIN_VARIANTS_PER_CPU_DEVICE`):
+    there as many devices as get that many variants each, at least one.
+    ``chunk`` None: every device."""
+    n = jax.device_count() if max_devices is None else max(1, min(int(max_devices), jax.device_count()))
+    platform = platform or jax.default_backend()
+    if chunk is not None and n > 1 and platform == "cpu" and cpu_devices_are_default():
+        n = max(1, min(n, int(chunk) // MIN_VARIANTS_PER_CPU_DEVICE))
+    return n
+
+
+def devices_note(n_dev, platform=None):
+    """The devices a job maps a chunk over, for its log: e.g. "2 CPU devices
+    (default; AXLE_CPU_DEVICES=1 for one)"."""
+    platform = platform or jax.default_backend()
+    if platform != "cpu":
+        return f"{n_dev} {platform.upper()} device(s)"
+    total = jax.device_count()
+    what = f"{n_dev} CPU device{'s' if n_dev != 1 else ''}" + (f" of {total}" if n_dev < total else "")
+    if cpu_devices_are_default():
+        if n_dev < total:
+            return (f"{what} (default; chunks of {MIN_VARIANTS_PER_CPU_DEVICE * total}+ variants "
+                    f"are split over {total})")
+        return f"{what} (default; {DEVICES_ENV}=1 for one)" if n_dev > 1 else f"{what} (one usable core)"
+    if os.environ.get(DEVICES_ENV):
+        return f"{what} ({DEVICES_ENV}={os.environ[DEVICES_ENV]})"
+    return f"{what} (XLA_FLAGS)" if total > 1 else what
+
+
+def chunking(sw, n_variants, out_bytes, n_dof, max_devices=1):
     """(shard, num_shards, devices, chunk) from the ``sweep`` config: the
-    shard settings checked, the chunk from ``sweep.chunk_size`` (rounded up to
-    a multiple of the device count) or, when ``auto``, from the memory budget
-    (:func:`estimate_chunk`)."""
+    shard settings checked, the devices (:func:`job_devices`; ``max_devices``:
+    the most the job kind can map a chunk over, None = all; 1, the default,
+    for kinds that run a chunk on one device), the chunk from
+    ``sweep.chunk_size`` (rounded up to a multiple of the device count) or,
+    when ``auto``, from the memory budget (:func:`estimate_chunk`)."""
     shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
     if nsh < 1 or not 0 <= shard < nsh:
         raise ConfigError(f"sweep.shard = {shard} must be in [0, sweep.num_shards = {nsh})")
-    n_dev = jax.device_count()
     if sw.get("chunk_size", "auto") in ("auto", None):
-        C, _ = estimate_chunk(n_variants, out_bytes, n_dof, float(sw.get("memory_budget_gb", 2.0)), n_dev)
+        budget = float(sw.get("memory_budget_gb", 2.0))
+        every = job_devices(None, max_devices)          # the chunk if every device took part
+        n_dev = job_devices(min(n_variants, estimate_chunk(n_variants, out_bytes, n_dof, budget, every)[0]),
+                            max_devices)
+        C, _ = estimate_chunk(n_variants, out_bytes, n_dof, budget, n_dev)
     else:
         C = int(sw["chunk_size"])
         if C < 1:
             raise ConfigError(f"sweep.chunk_size = {C} must be >= 1 or auto")
+        n_dev = job_devices(C, max_devices)
         C = int(math.ceil(C / n_dev) * n_dev)
     return shard, nsh, n_dev, C
 
@@ -558,6 +608,8 @@ def open_job_store(cfg, job, spec, attrs, identity):
     except OSError as err:
         raise cube_store.StoreError(f"output.path = {path!r} cannot be created: {_oserror(err)}") from None
     _CURRENT["store"] = store
+    if not created and store.chunk != job["chunk"]:
+        _adopt_chunk(cfg, job, store.chunk, path)
     n_chunks = -(-len(job["X"]) // job["chunk"])
     done = store.done()
     mine = [k for k in range(n_chunks) if k % job["num_shards"] == job["shard"]]
@@ -578,6 +630,22 @@ def open_job_store(cfg, job, spec, attrs, identity):
                      f", {len(damaged)} damaged chunk(s) to recompute" if damaged else "")
     todo = [k for k in mine if not done[k]]
     return path, store, created, todo
+
+
+def _adopt_chunk(cfg, job, C, path):
+    """Resume an existing store in its own chunks of ``C`` variants: the
+    auto chunk depends on the device count (one CPU device before, two now
+    by default; another machine), which is not part of the job's identity.
+    The job's devices drop to a number that divides ``C``."""
+    old = job["chunk"]
+    n_dev = job_devices(C, max_devices=job["n_dev"])
+    while C % n_dev:
+        n_dev -= 1
+    job.update(chunk=C, n_dev=n_dev)
+    if "micro_batch" in job:
+        job["micro_batch"] = micro_batch_of(OmegaConf.to_container(cfg.sweep, resolve=True), C, n_dev)
+    log.info("%s: resuming in the store's chunks of %d variant(s) (this run would use %d: another "
+             "device count or machine)", path, C, old)
 
 
 def _oserror(err):

@@ -18,8 +18,9 @@ entry point that
 Logging: the apps log to the ``sweep`` logger. :class:`ConsoleHandler` writes
 plain lines (INFO to stdout, warnings and errors to stderr), the Hydra job
 log (``configs/hydra/job_logging/axle.yaml``) gets the same lines with time
-stamps. Nothing here imports JAX at module level: ``AXLE_CPU_DEVICES`` must
-reach ``XLA_FLAGS`` before JAX is imported (:func:`xla_flags_from_env`).
+stamps. Nothing here imports JAX at module level: the CPU device count
+(default: one per core, at most two; ``AXLE_CPU_DEVICES=n``) must reach
+``XLA_FLAGS`` before JAX is imported (:func:`xla_flags_from_env`).
 """
 from __future__ import annotations
 
@@ -35,13 +36,78 @@ _FAILED: list = []
 FAILED_MARKER = ".axle-job-failed"
 
 
+DEVICES_ENV = "AXLE_CPU_DEVICES"
+# set by xla_flags_from_env when it chose the device count itself (inherited
+# by child processes, e.g. joblib workers, with the XLA_FLAGS it set)
+DEFAULT_DEVICES_ENV = "AXLE_CPU_DEVICES_DEFAULT"
+_COUNT_FLAG = "xla_force_host_platform_device_count"
+# Most CPU devices a default job uses (one per usable core up to this). Two
+# are measured on the 2-core development machine (BENCHMARKS.md, "Two CPU
+# devices"); more than two are unmeasured.
+MAX_DEFAULT_CPU_DEVICES = 2
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS tells,
+    else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_cpu_devices() -> int:
+    """The default number of JAX CPU devices: one per usable core, at most
+    :data:`MAX_DEFAULT_CPU_DEVICES`."""
+    return min(usable_cores(), MAX_DEFAULT_CPU_DEVICES)
+
+
 def xla_flags_from_env():
-    """``AXLE_CPU_DEVICES=n`` -> ``--xla_force_host_platform_device_count=n``
-    (opt-in, see ``sweep/__main__.py``); call before JAX is imported."""
-    n = os.environ.get("AXLE_CPU_DEVICES")
-    if n and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                                   f" --xla_force_host_platform_device_count={int(n)}").strip()
+    """Set the number of JAX CPU devices (``--xla_force_host_platform_device_count``
+    in ``XLA_FLAGS``); call before JAX is imported.
+
+    * ``XLA_FLAGS`` that already set the count: left alone (they win; a
+      count that a parent process set by default does not count);
+    * else ``AXLE_CPU_DEVICES=n``: n devices (``AXLE_CPU_DEVICES=1``: one);
+    * else the default, :func:`default_cpu_devices` (one per usable core, at
+      most :data:`MAX_DEFAULT_CPU_DEVICES`), recorded in
+      ``AXLE_CPU_DEVICES_DEFAULT``: a job then splits a chunk over the devices
+      only when it is large enough to profit (:func:`sweep.engine.chunking`).
+
+    The flag only affects XLA's host (CPU) platform: on a GPU machine the
+    jobs run on the GPUs as before."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if cpu_devices_are_default():      # inherited from a parent's default: decide afresh
+        flags = " ".join(f for f in flags.split() if _COUNT_FLAG not in f)
+    elif _count_in(flags) is not None:  # set by the user
+        os.environ.pop(DEFAULT_DEVICES_ENV, None)
+        return
+    n = os.environ.get(DEVICES_ENV)
+    if n:
+        try:
+            n = int(n)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise SystemExit(f"error: {DEVICES_ENV}={os.environ[DEVICES_ENV]!r} must be an integer >= 1")
+        os.environ.pop(DEFAULT_DEVICES_ENV, None)
+    else:
+        n = default_cpu_devices()
+        os.environ[DEFAULT_DEVICES_ENV] = str(n)
+    os.environ["XLA_FLAGS"] = (flags + f" --{_COUNT_FLAG}={n}").strip()
+
+
+def _count_in(flags):
+    """The device count that ``XLA_FLAGS`` text sets (the last one), or None."""
+    counts = [f.split("=", 1)[1] for f in flags.split() if f.lstrip("-").startswith(_COUNT_FLAG + "=")]
+    return counts[-1] if counts else None
+
+
+def cpu_devices_are_default() -> bool:
+    """Whether the CPU device count is the default of :func:`xla_flags_from_env`
+    (not chosen with ``AXLE_CPU_DEVICES`` or ``XLA_FLAGS``)."""
+    n = os.environ.get(DEFAULT_DEVICES_ENV)
+    return bool(n) and _count_in(os.environ.get("XLA_FLAGS", "")) == n
 
 
 class ConsoleHandler(logging.Handler):

@@ -99,6 +99,13 @@ class CubeStore:
     def arrays(self):
         return list(self._integrity.attrs["arrays"]) if self._integrity is not None else []
 
+    @property
+    def chunk(self):
+        """The compute-chunk size (variants) the store was created with."""
+        if self._integrity is not None:
+            return int(self._integrity.attrs["chunk"])
+        return int(self.attrs["chunk_size"])
+
     def region(self, k):
         """Variants (a, b) of compute chunk k."""
         if self._integrity is not None:

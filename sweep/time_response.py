@@ -243,8 +243,10 @@ def prepare(cfg):
     refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
     bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
     shapes = channel_shapes(model, bidx)
+    # Radau runs one variant at a time on one device; the fixed-step methods
+    # map a chunk over every device (a default CPU job: when large enough)
     shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, n_samples),
-                                           model.topology.n_dof)
+                                           model.topology.n_dof, max_devices=1 if integ.name == "radau" else None)
     if integ.name == "radau":
         C = min(C, len(X))
     times = t0 + np.arange(n_samples) * every * dt
@@ -337,11 +339,12 @@ def run(cfg, cfg_yaml, progress=None):
     """Run (or resume) a time-response job (a fixed-step method or Radau) into its cube."""
     job = prepare(cfg)
     job["integ"] = OmegaConf.to_container(cfg.integrator, resolve=True)
-    C, pset = job["chunk"], job["pset"]
+    pset = job["pset"]
     summary = {"kind": KIND, "equilibrium_s": 0.0, "simulated_s": job["t1"] - job["t0"],
                "n_samples": job["n_samples"], "dt": job["dt"]}
 
     def build_runner():
+        C = job["chunk"]            # after engine.open_job_store: a resumed store keeps its chunks
         if cfg.integrator.name not in METHODS:
             return (lambda thetas, m: _radau_chunk(job, thetas[:m])), 0.0
         args = (job["model"], pset, job["exc"], job["t0"], job["dt"], job["n_samples"], job["every"],
@@ -352,7 +355,7 @@ def run(cfg, cfg_yaml, progress=None):
         what = (f"{label} chunk runner: {job['model'].topology.name} "
                 f"({job['model'].topology.n_dof} DOF), "
                 f"static equilibrium + {job['n_samples']} samples of {cfg.loadcase.name}, "
-                f"{C} variant(s) per chunk on {job['n_dev']} device(s)"
+                f"{C} variant(s) per chunk on {engine.devices_note(job['n_dev'])}"
                 + (f" in groups of {job['micro_batch']}" if job["micro_batch"] else ""))
         from sweep.tracecache import fingerprint
         return engine.compile_chunk_runner(runner, np.zeros((C, len(pset))), job["n_dev"], what,

@@ -54,6 +54,111 @@ def test_auto_chunk_follows_the_memory_budget_and_the_platform_cap():
     assert c == 4                                     # 3 variants, rounded up to 2 devices
 
 
+def test_default_jobs_split_a_chunk_over_the_cpu_devices_only_when_large_enough(monkeypatch):
+    """Default CPU devices (sweep.entry.xla_flags_from_env chose the count):
+    a time-response chunk is split only from MIN_VARIANTS_PER_CPU_DEVICE
+    variants per device (the quick start's single variant stays on one
+    device, unpadded); job kinds that run on one device (max_devices=1: K&C,
+    modes, Radau) get one-device chunks; a count the user chose is used as
+    given. Two devices faked (this test process has one)."""
+    from sweep import engine
+    monkeypatch.setattr(engine.jax, "device_count", lambda backend=None: 2)
+    monkeypatch.setattr(engine, "cpu_devices_are_default", lambda: True)
+    m = engine.MIN_VARIANTS_PER_CPU_DEVICE
+    auto = {"chunk_size": "auto"}
+    out, n_dof = 8 * 111 * 22, 144
+
+    def chunks(n, sw=auto, **kw):
+        return engine.chunking(sw, n, out, n_dof, **kw)[2:]
+    assert chunks(1, max_devices=None) == (1, 1)
+    assert chunks(2 * m - 1, max_devices=None) == (1, 2 * m - 1)
+    assert chunks(2 * m, max_devices=None) == (2, 2 * m)
+    assert chunks(4096, max_devices=None) == (2, 2 * engine.MAX_AUTO_CHUNK_CPU)
+    assert chunks(4096) == (1, engine.MAX_AUTO_CHUNK_CPU)                 # one-device kinds
+    assert chunks(12, {"chunk_size": 2}, max_devices=None) == (1, 2)
+    assert chunks(12, {"chunk_size": 2 * m + 1}, max_devices=None) == (2, 2 * m + 2)
+    assert "(default; AXLE_CPU_DEVICES=1 for one)" in engine.devices_note(2, "cpu")
+    assert engine.devices_note(1, "cpu").startswith("1 CPU device of 2 (default;")
+    monkeypatch.setattr(engine, "cpu_devices_are_default", lambda: False)   # AXLE_CPU_DEVICES / XLA_FLAGS
+    assert chunks(1, max_devices=None) == (2, 2)
+    assert chunks(12, {"chunk_size": 2}, max_devices=None) == (2, 2)
+    assert chunks(4096) == (1, engine.MAX_AUTO_CHUNK_CPU)
+
+
+def test_resume_keeps_the_store_chunks_whatever_the_device_count(tmp_path, monkeypatch):
+    """The auto chunk depends on the device count (not part of a job's
+    identity): a store made with chunks of 4 (say one device) and resumed by
+    a run that would use 6 (say two devices, or a store from before two
+    devices became the default) keeps its chunks of 4; the run's devices drop
+    to a count that divides them."""
+    from sweep import engine
+    monkeypatch.setattr(engine.jax, "device_count", lambda backend=None: 4)
+    monkeypatch.setattr(engine, "cpu_devices_are_default", lambda: False)
+    X, pset = _design("sweep.n_variants=12")
+    cfg = OmegaConf.create({"output": {"path": str(tmp_path / "c.zarr")}, "sweep": {"micro_batch": "auto"}})
+
+    def job(chunk, n_dev):
+        j = dict(X=X, pset=pset, chunk=chunk, n_dev=n_dev, shard=0, num_shards=1, micro_batch=None)
+        spec = engine.store_spec(j, {"variant": (np.arange(len(X)), {})}, [], {}, (), {0: "ok"}, "iterations")
+        return j, spec
+    j, spec = job(4, 1)
+    try:
+        _, store, created, todo = engine.open_job_store(cfg, j, spec, {}, "identity")
+        assert created and store.chunk == 4 and todo == [0, 1, 2]
+    finally:
+        engine._release_locks()
+    j, spec = job(6, 2)
+    try:
+        _, store, created, todo = engine.open_job_store(cfg, j, spec, {}, "identity")
+    finally:
+        engine._release_locks()
+    assert not created and todo == [0, 1, 2]
+    assert (j["chunk"], j["n_dev"]) == (4, 2) and store.region(2) == (8, 12)
+    j, spec = job(6, 3)
+    try:
+        engine.open_job_store(cfg, j, spec, {}, "identity")
+    finally:
+        engine._release_locks()
+    assert (j["chunk"], j["n_dev"]) == (4, 2)
+
+
+DEVICE_COUNT = """
+import sys
+import sweep.app, sweep.kc, sweep.tune   # the entry points' modules: none starts a JAX backend
+from sweep import entry
+entry.xla_flags_from_env()
+import jax
+print(jax.device_count(), entry.cpu_devices_are_default())
+"""
+
+
+def _device_count(**env):
+    e = {k: v for k, v in os.environ.items()
+         if k not in ("AXLE_CPU_DEVICES", "AXLE_CPU_DEVICES_DEFAULT", "XLA_FLAGS")}
+    e.update(env)
+    proc = subprocess.run([sys.executable, "-c", DEVICE_COUNT], cwd=ROOT, env=e, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    n, default = proc.stdout.split()
+    return int(n), default == "True"
+
+
+def test_cpu_device_count_default_and_overrides():
+    """The entry points' device set-up (no compile): by default one JAX CPU
+    device per usable core, at most MAX_DEFAULT_CPU_DEVICES, also when the
+    entry point's modules (python -m sweep / sweep.kc / sweep.tune) are
+    imported first; AXLE_CPU_DEVICES=1 keeps one; a count in XLA_FLAGS wins
+    over AXLE_CPU_DEVICES, except one that a parent process set by default."""
+    from sweep.entry import MAX_DEFAULT_CPU_DEVICES, usable_cores
+    assert _device_count(AXLE_CPU_DEVICES="1") == (1, False)
+    assert _device_count(AXLE_CPU_DEVICES="1", XLA_FLAGS="--xla_force_host_platform_device_count=3") == (3, False)
+    inherited = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "AXLE_CPU_DEVICES_DEFAULT": "2"}
+    assert _device_count(AXLE_CPU_DEVICES="1", **inherited) == (1, False)
+    if usable_cores() < 2:
+        pytest.skip("one usable core: the default is one device")
+    assert _device_count() == (min(usable_cores(), MAX_DEFAULT_CPU_DEVICES), True)
+
+
 @pytest.mark.parametrize("design", ["lhs", "sobol", "random"])
 def test_designs_are_deterministic_and_within_bounds(design):
     X1, pset = _design(f"sweep.design={design}", "sweep.n_variants=64", "sweep.seed=3")
@@ -203,7 +308,8 @@ def test_sigkill_then_rerun_completes_without_loss(tmp_path, ref12):
     cube equals the uninterrupted one bitwise."""
     path = tmp_path / "killed.zarr"
     # one device like the in-process reference, so that values are bitwise
-    # comparable (python -m sweep otherwise shards a chunk over every core)
+    # comparable (chunks of 2 stay on one device by default anyway; this
+    # pins it whatever sweep.engine.MIN_VARIANTS_PER_CPU_DEVICE is)
     env = dict(os.environ, AXLE_CPU_DEVICES="1", AXLE_TEST_KILL_AFTER_CHUNKS="2")
     env.pop("AXLE_TEST_KILL_SIGNAL", None)
     proc = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600)
