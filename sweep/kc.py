@@ -301,10 +301,11 @@ def cube_attrs(job, cfg_yaml):
 def run(cfg, cfg_yaml, progress=None):
     """Run (or resume) a K&C job into its cube. Returns a summary dict."""
     job = prepare_kc(cfg)
-    C, pset = job["chunk"], job["pset"]
+    pset = job["pset"]
     summary = {"kind": KIND, "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
 
     def build_runner():
+        C = job["chunk"]            # after engine.open_job_store: a resumed store keeps its chunks
         runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
         what = (f"K&C chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
                 f"design position + {job['lc']['analysis']} ({len(job['lc']['amplitudes'])} steps), "

@@ -150,10 +150,11 @@ def cube_attrs(job, cfg_yaml):
 def run(cfg, cfg_yaml, progress=None):
     """Run (or resume) a modes job into its cube. Returns a summary dict."""
     job = prepare(cfg)
-    C, pset = job["chunk"], job["pset"]
+    pset = job["pset"]
     summary = {"kind": KIND, "n_modes": job["lc"]["n_modes"]}
 
     def build_runner():
+        C = job["chunk"]            # after engine.open_job_store: a resumed store keeps its chunks
         runner = engine.map_variants(make_variant(job["model"], pset, job["lc"]), 1,
                                      engine.micro_batch_of(OmegaConf.to_container(cfg.sweep, resolve=True),
                                                            C, 1, platform="cpu"))
