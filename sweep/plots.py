@@ -448,7 +448,8 @@ def kc_sheet(ds, path, max_variants=12):
     wheel-centre displacement, half-track change, roll-centre height and the
     steering geometry (caster, kingpin inclination, trail, scrub; panels of
     all-NaN channels are left out) - left wheel solid, right dashed, the
-    reference variant (variant 0, the nominal; the first good one if it
+    reference variant (variant 0 - the nominal axle in a single-variant
+    job, the design's first sample otherwise; the first good one if it
     failed) bold black, up to ``max_variants`` other good variants thin,
     picked evenly over the analysis' key metric; the design-position metrics
     of the reference variant (left / right, units, the analysis' own in
@@ -524,7 +525,7 @@ def kc_sheet(ds, path, max_variants=12):
     what = analysis.replace("_", " ") + (f" ({mode})" if mode else "")
     fig.suptitle(f"K&C sheet - {ds.attrs.get('model', '?')}: {what}; {len(status)} variant(s): {counts}",
                  fontsize=12, weight="bold")
-    handles = [Line2D([], [], color="k", lw=1.8, label=f"variant {ref}" + (" (nominal)" if ref == 0 else
+    handles = [Line2D([], [], color="k", lw=1.8, label=f"variant {ref}" + ("" if ref == 0 else
                                                                             " (variant 0 failed)")),
                Line2D([], [], color="0.3", ls="-", lw=1, label="left wheel: solid"),
                Line2D([], [], color="0.3", ls="--", lw=1, label="right wheel: dashed")]
