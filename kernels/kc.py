@@ -325,7 +325,6 @@ def carrier_slots(model):
 def p2p_lengths(model, r):
     """Point-to-point element lengths (npp,) [m] at pose r."""
     from kernels.forces import marker_kinematics
-    m = model.topology.n_bodies
     x = jnp.concatenate([jnp.concatenate([r, jnp.zeros_like(r)], 1),
                          jnp.zeros((1, 12), r.dtype)], 0)
     b = np.asarray(model.topology.p2p_bodies)
@@ -333,7 +332,6 @@ def p2p_lengths(model, r):
         return jnp.zeros((0,), r.dtype)
     p1 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 0]], model.pp_pos1)
     p2 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 1]], model.pp_pos2)
-    del m
     return jnp.linalg.norm(p2 - p1, axis=1)
 
 
@@ -677,7 +675,7 @@ def _step_outputs(model, r, r0, u, loaded_radius, joints):
            "half_track_change": jnp.asarray(SIDE_SIGN) * (geo["contact_point"][:, 1] - c0[:, 1]),
            "roll_centre_height": geo["roll_centre_height"]}
     out.update({k: geo[k] for k in GEOMETRY_STEP})
-    out.update(ackermann(model, toe, contact_points(model, r0, loaded_radius)))
+    out.update(ackermann(model, toe, c0))
     return out
 
 
