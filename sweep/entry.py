@@ -75,7 +75,10 @@ def xla_flags_from_env():
       only when it is large enough to profit (:func:`sweep.engine.chunking`).
 
     The flag only affects XLA's host (CPU) platform: on a GPU machine the
-    jobs run on the GPUs as before."""
+    jobs run on the GPUs as before.
+
+    Also: single-threaded LAPACK (:func:`single_threaded_lapack`)."""
+    single_threaded_lapack()
     flags = os.environ.get("XLA_FLAGS", "")
     if cpu_devices_are_default():      # inherited from a parent's default: decide afresh
         flags = " ".join(f for f in flags.split() if _COUNT_FLAG not in f)
@@ -95,6 +98,25 @@ def xla_flags_from_env():
         n = default_cpu_devices()
         os.environ[DEFAULT_DEVICES_ENV] = str(n)
     os.environ["XLA_FLAGS"] = (flags + f" --{_COUNT_FLAG}={n}").strip()
+
+
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
+def single_threaded_lapack():
+    """``OPENBLAS_NUM_THREADS=1`` unless the user set it; call before JAX
+    (and SciPy) are imported.
+
+    XLA's CPU eigen solver and dense LU (``jnp.linalg.eig`` / ``solve``: the
+    modes job, the Newton iterations of every static equilibrium) call
+    LAPACK through SciPy's OpenBLAS, which by default starts a thread per
+    core for each call. On matrices of a few hundred rows those threads
+    cost more than they give and fight with XLA's own threads and the
+    other CPU devices for the cores: measured on the 2-core development
+    machine, a 256-variant chunk of the modes job took 6.5-7.1 s with
+    OpenBLAS threads, 4.1 s without, and 2.6-2.9 s split over two CPU
+    devices without (7.3 s with) - BENCHMARKS.md, "Modes job"."""
+    os.environ.setdefault(BLAS_THREADS_ENV, "1")
 
 
 def _count_in(flags):

@@ -37,6 +37,7 @@ from omegaconf import OmegaConf
 
 from kernels import kc
 from kernels import modes as kmodes
+from kernels.statics import constrained_equilibrium
 from sweep import engine
 from sweep.cube import provenance
 from sweep.design import make_design
@@ -49,7 +50,7 @@ log = logging.getLogger("sweep")
 
 KIND = "modes"
 STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite"}
-KNOWN_KEYS = {"name", "kind", "n_modes", "tolerance", "max_iterations", "description"}
+KNOWN_KEYS = {"name", "kind", "n_modes", "tolerance", "max_iterations", "mirror", "description"}
 VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
 
 CHANNELS = [
@@ -59,8 +60,12 @@ CHANNELS = [
     Channel("eigenvalue_imag", (), "1/s", "imaginary part of the mode's eigenvalue lambda (> 0)"),
     Channel("body_energy", ("body",), "1", "share of each body in the mode's kinetic energy"),
     Channel("bushing_energy", ("bushing",), "1", "share of each bushing in the mode's elastic energy"),
+    Channel("symmetry", (), "1", "mirror symmetry of the mode: +1 parallel (both sides move as mirror "
+            "images), -1 opposite, between: mixed (an asymmetric variant)"),
     Channel("n_overdamped", (), "1", "number of real eigenvalues (overdamped or static modes)",
             per_step=False),
+    Channel("mirror_split", (), "1", "1 where the eigenproblem was split into its parallel and opposite "
+            "halves (a mirror-symmetric variant, exact), 0 where it was solved whole", per_step=False),
 ]
 
 
@@ -79,7 +84,10 @@ def load_case(lc: dict) -> dict:
     max_iter = lc.get("max_iterations", 60)
     if not isinstance(max_iter, int) or max_iter < 1:
         raise ConfigError(f"loadcase.max_iterations = {max_iter!r} must be an integer >= 1")
-    return dict(n_modes=n, tol=tol, max_iter=max_iter)
+    mirror = lc.get("mirror", True)
+    if not isinstance(mirror, bool):
+        raise ConfigError(f"loadcase.mirror = {mirror!r} must be true or false")
+    return dict(n_modes=n, tol=tol, max_iter=max_iter, mirror=mirror)
 
 
 def channel_shapes(model, n_modes):
@@ -99,30 +107,63 @@ def prepare(cfg) -> dict:
     shapes = channel_shapes(model, lc["n_modes"])
     # working set: ~12 (2n)^2 float64 matrices (state matrix, eigenvectors
     # as real and imaginary parts, LAPACK workspace)
-    shard, nsh, _, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, lc["n_modes"]),
-                                       2 * n)
-    # one device: the eigen solve runs on the host CPU (see the module docstring)
-    return dict(model=model, pset=pset, X=X, lc=lc, shard=shard, num_shards=nsh, chunk=C, n_dev=1,
+    # the eigen solve runs on the host CPU (see the module docstring): the
+    # chunk is split over the CPU devices where JAX's default backend is the
+    # CPU (default: one per core, at most two), else it runs on one CPU core
+    cpu_job = jax.default_backend() == "cpu"
+    shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, lc["n_modes"]),
+                                           2 * n, max_devices=None if cpu_job else 1)
+    return dict(model=model, pset=pset, X=X, lc=lc, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                 shapes=shapes)
 
 
-def make_variant(model, pset, lc):
-    """theta (P,) -> (modal outputs, status, Newton iterations of the design position)."""
+def make_variant(model, pset, lc, start=None):
+    """theta (P,) -> (modal outputs, status, Newton iterations of the design position).
+
+    ``start``: (r, fz) of the nominal axle's design position, where every
+    variant's Newton iteration starts (a variant is near the nominal axle:
+    3-4 iterations instead of 8-9 from the hardpoint geometry; the same
+    solution to round-off)."""
     n_modes = lc["n_modes"]
+    r0, fz0 = start if start is not None else (None, None)
 
     def variant(theta):
         m = pset.apply(model, theta)
-        eq = kc.design_position(m, tol=lc["tol"], max_iter=lc["max_iter"])
-        md = kmodes.modes(m, eq.r, kc.design_loads(eq), n_modes=n_modes)
+        eq = constrained_equilibrium(m, jnp.zeros((2, 6), m.r_design.dtype), kc.design_heights(m),
+                                     r_start=r0, fz_start=fz0, tol=lc["tol"], max_iter=lc["max_iter"])
+        md = kmodes.modes(m, eq.r, kc.design_loads(eq), n_modes=n_modes, mirror=lc.get("mirror", True))
         out = {"frequency": md.frequency, "damping_ratio": md.damping_ratio,
                "eigenvalue_real": jnp.real(md.eigenvalue), "eigenvalue_imag": jnp.imag(md.eigenvalue),
                "body_energy": md.body_energy, "bushing_energy": md.bushing_energy,
-               "n_overdamped": md.n_overdamped.astype(jnp.float64)}
+               "symmetry": md.symmetry, "n_overdamped": md.n_overdamped.astype(jnp.float64),
+               "mirror_split": md.mirror.astype(jnp.float64)}
         finite = jnp.all(jnp.isfinite(md.frequency[:1]))
         status = jnp.where(eq.converged, jnp.where(finite, 0, 2), 1).astype(jnp.int8)
         out = jax.tree_util.tree_map(lambda a: jnp.where(status == 0, a, jnp.nan), out)
         return out, status, eq.iterations
     return variant
+
+
+def chunk_runner(model, pset, lc, n_dev=1):
+    """jit(thetas (C, P) -> stacked outputs of :func:`make_variant`); on
+    ``n_dev`` > 1 (CPU) devices each maps its own slice (``shard_map``, no
+    communication; each device solves the nominal start itself).
+
+    Variants run one after another (``lax.map`` without batching), not
+    vmapped: the eigen solve is one LAPACK call per matrix either way, the
+    Newton iterations cost the same (measured), and only unbatched does the
+    mirror split's ``lax.cond`` run just the branch a variant takes (under
+    vmap both would run). The nominal axle's design position, solved once
+    per chunk, is every variant's Newton start."""
+    def run(thetas):
+        eq0 = kc.design_position(model, tol=lc["tol"], max_iter=lc["max_iter"])
+        start = (jnp.where(eq0.converged, eq0.r, model.r_design), jnp.where(eq0.converged, eq0.fz, 0.0))
+        return jax.lax.map(make_variant(model, pset, lc, start), thetas)
+    if n_dev > 1:
+        from jax.sharding import PartitionSpec as P
+        run = jax.shard_map(run, mesh=engine._mesh(n_dev), in_specs=P("variant"), out_specs=P("variant"),
+                            check_vma=False)
+    return jax.jit(run)
 
 
 def store_spec(job):
@@ -155,17 +196,17 @@ def run(cfg, cfg_yaml, progress=None):
 
     def build_runner():
         C = job["chunk"]            # after engine.open_job_store: a resumed store keeps its chunks
-        runner = engine.map_variants(make_variant(job["model"], pset, job["lc"]), 1,
-                                     engine.micro_batch_of(OmegaConf.to_container(cfg.sweep, resolve=True),
-                                                           C, 1, platform="cpu"))
+        n_dev = job["n_dev"]
+        runner = chunk_runner(job["model"], pset, job["lc"], n_dev)
         what = (f"modes chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
-                f"design position + {2 * job['model'].topology.n_dof}-state eigenproblem, "
-                f"{C} variant(s) per chunk on the CPU")
+                f"design position + {2 * job['model'].topology.n_dof}-state eigenproblem"
+                f"{' (split by mirror symmetry where a variant is symmetric)' if job['lc']['mirror'] else ''}, "
+                f"{C} variant(s) per chunk on "
+                + (engine.devices_note(n_dev) if n_dev > 1 else "the CPU"))
         from sweep.tracecache import fingerprint
-        key = fingerprint(KIND, C, job["model"], pset, job["lc"], engine.micro_batch_of(
-            OmegaConf.to_container(cfg.sweep, resolve=True), C, 1, platform="cpu"))
-        return engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), 1, what, key=key,
-                                           device=jax.devices("cpu")[0])
+        key = fingerprint(KIND, C, job["model"], pset, job["lc"], "sequential-v2")
+        return engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), n_dev, what, key=key,
+                                           device=None if n_dev > 1 else jax.devices("cpu")[0])
     return engine.run_chunks(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
                              engine.job_identity(cfg, VOLATILE, drop=("integrator",)), summary,
                              build_runner, [c.name for c in CHANNELS], progress)

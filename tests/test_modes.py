@@ -1,6 +1,8 @@
 """Modal analysis (kernels/modes.py) against an independent eigen solve:
 scipy's nonsymmetric eigen solver on the state matrix assembled here from a
 dense forward-mode Jacobian of q (not the project's block linearisation)."""
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,3 +72,60 @@ def test_mode_participation(dw_modes):
     assert bu[0, rows].sum() > 0.99
     k_spin = sum(float(model.bu_k[i, 5]) for i in rows) / 2        # per wheel
     assert float(md.frequency[0]) == pytest.approx(np.sqrt(k_spin / 0.9) / (2 * np.pi), rel=0.02)
+
+
+def _mirror_matrix(body_names):
+    """The mirror map of the state (r, v), built here from the body names:
+    left <-> right bodies, (x, y, z, psi, theta, phi) -> (x, -y, z, -psi,
+    theta, -phi), the same signs for (v, omega)."""
+    names = list(body_names)
+    m = len(names)
+    P = np.zeros((6 * m, 6 * m))
+    signs = np.diag([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])
+    for i, b in enumerate(names):
+        j = names.index(b.replace("_left", "_right") if b.endswith("_left") else b.replace("_right", "_left"))
+        P[6 * j:6 * j + 6, 6 * i:6 * i + 6] = signs
+    return np.kron(np.eye(2), P)
+
+
+def test_mirror_split_labels_parallel_and_opposite_modes(dw_modes):
+    """The nominal double wishbone is mirror-symmetric: the split solve is
+    taken and each mode's +1 / -1 label equals P x = +-x for scipy's
+    eigenvector of that eigenvalue (modes whose eigenvalue is not repeated)."""
+    model, eq, u, md = dw_modes
+    assert bool(md.mirror) and float(md.asymmetry) < modes.MIRROR_TOLERANCE
+    A = _dense_state_matrix(model, eq.r, u)
+    P = _mirror_matrix(model.topology.body_names)
+    assert np.abs(P @ A @ P - A).max() < 1e-9 * np.abs(A).max()
+    lam, X = scipy.linalg.eig(A)
+    sym = np.asarray(md.symmetry)
+    np.testing.assert_allclose(np.abs(sym), 1.0, atol=1e-9)
+    checked = 0
+    for k, ev in enumerate(np.asarray(md.eigenvalue)):
+        d = np.abs(lam - ev)
+        i = int(np.argmin(d))
+        if np.sort(d)[1] < 1e-6 * abs(ev):      # repeated: the eigenvector is any mix of the pair
+            continue
+        x = X[:, i] / np.linalg.norm(X[:, i])
+        label = np.real(np.vdot(x, P @ x))      # +1: P x = x, -1: P x = -x
+        assert label == pytest.approx(sym[k], abs=1e-6)
+        checked += 1
+    assert checked >= 10 and {1.0, -1.0} <= set(np.round(sym[:10]))
+
+
+def test_asymmetric_axle_takes_the_full_eigen_solve(dw_model):
+    """One left bushing 1 % stiffer: the split is refused (measured
+    asymmetry), the full solve still equals scipy's, some modes are mixed."""
+    names = list(dw_model.topology.bushing_names)
+    b = names.index("lower_link_body_left")
+    model = dataclasses.replace(dw_model, bu_k_scale=dw_model.bu_k_scale.at[b].multiply(1.01))
+    eq = jax.jit(kc.design_position)(model)
+    u = kc.design_loads(eq)
+    md = jax.jit(lambda m, r, uu: modes.modes(m, r, uu, 24))(model, eq.r, u)
+    assert not bool(md.mirror) and float(md.asymmetry) > 1e3 * modes.MIRROR_TOLERANCE
+    lam = scipy.linalg.eigvals(_dense_state_matrix(model, eq.r, u))
+    osc = lam[lam.imag > 1e-9 * np.maximum(np.abs(lam), 1.0)]
+    ref = osc[np.argsort(np.abs(osc))][:24]
+    np.testing.assert_allclose(np.asarray(md.frequency), np.abs(ref) / (2 * np.pi), rtol=1e-7)
+    sym = np.asarray(md.symmetry)
+    assert np.all(np.abs(sym) <= 1 + 1e-12) and np.min(np.abs(sym)) < 0.99

@@ -91,3 +91,30 @@ def test_modes_notebook_maps_the_tracked_mode(modes_cube, tmp_path, monkeypatch)
     tracked = cos.argmax(axis=1)
     f = ds.frequency.values[np.arange(ds.sizes["variant"]), tracked]
     assert f"tracked frequency over the design: {f.min():.4f} .. {f.max():.4f} Hz" in text, text[-1500:]
+
+
+def test_modes_split_over_two_cpu_devices_and_mirror_labels(modes_cube, tmp_path):
+    """The same job with its chunks split over two CPU devices (a subprocess:
+    the device count is fixed when JAX starts) gives the same cube to
+    round-off; the toy axle's swept pivots are set alike on both sides, so
+    every variant takes the mirror split and every mode is parallel or
+    opposite."""
+    import os
+    import subprocess
+    import sys
+    from tests.test_sweep import ROOT
+    _, ds = modes_cube
+    assert np.all(ds.mirror_split.values == 1.0)
+    np.testing.assert_allclose(np.abs(ds.symmetry.values), 1.0, atol=1e-9)
+    assert ds.symmetry.attrs["units"] == "1" and "long_name" in ds.symmetry.attrs
+    path = tmp_path / "two.zarr"
+    env = dict(os.environ, AXLE_CPU_DEVICES="2")
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run([sys.executable, "-m", "sweep", *TOY, *LHS, f"output.path={path}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "on 2 device(s)" in proc.stdout
+    two = xr.open_zarr(path)
+    assert list(two.status.values) == [0, 0, 0]
+    for name in ("frequency", "damping_ratio", "symmetry", "body_energy", "bushing_energy"):
+        np.testing.assert_allclose(two[name].values, ds[name].values, rtol=1e-9, atol=1e-12, err_msg=name)
