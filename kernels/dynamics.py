@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import blocks
+from kernels.linalg import inv3
 from kernels.rotations import euler_to_matrix, kinematic_matrix_blocks, mm, mv, skew
 
 
@@ -65,7 +66,7 @@ def newton_euler(model, v, Q):
     """
     w = v[:, 3:]
     Iw = mv(model.inertia, w)
-    wdot = jnp.linalg.solve(model.inertia, (Q[:, 3:] - jnp.cross(w, Iw))[..., None])[..., 0]
+    wdot = mv(inv3(model.inertia), Q[:, 3:] - jnp.cross(w, Iw))      # closed form: kernels.linalg
     return jnp.concatenate([Q[:, :3] / model.mass[:, None], wdot], axis=1)
 
 
@@ -194,7 +195,7 @@ def mass_matrices(model):
     M = jnp.zeros((m, 6, 6), dt).at[:, :3, :3].set(jnp.eye(3, dtype=dt) * model.mass[:, None, None])
     M = M.at[:, 3:, 3:].set(model.inertia)
     Minv = jnp.zeros((m, 6, 6), dt).at[:, :3, :3].set(jnp.eye(3, dtype=dt) / model.mass[:, None, None])
-    Minv = Minv.at[:, 3:, 3:].set(jnp.linalg.inv(model.inertia))
+    Minv = Minv.at[:, 3:, 3:].set(inv3(model.inertia))
     return M, Minv
 
 

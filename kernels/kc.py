@@ -73,6 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import integrate, lsrt2, metrics
+from kernels import linalg
 from kernels.dynamics import linearise, q_fn
 from kernels.model import ModelError
 from kernels import names
@@ -380,7 +381,7 @@ def roll_centre(c, dc):
     instantaneous centre)."""
     d = jnp.stack([dc[:, 2], -dc[:, 1]], axis=1)          # (2, 2) line directions (y, z)
     A = jnp.stack([d[0], -d[1]], axis=1)
-    tu = jnp.linalg.solve(A, c[1, 1:] - c[0, 1:])
+    tu = linalg.solve(A, c[1, 1:] - c[0, 1:])
     return c[0, 1:] + tu[0] * d[0]
 
 
@@ -432,7 +433,7 @@ def geometry(model, r, u, loaded_radius, joints=None, lin=None):
             dq = jax.jvp(lambda p: q_fn(dataclasses.replace(model, bu_pos2=p), r, v0, u).reshape(-1),
                          (model.bu_pos2,), (D[s],))[1]
             rhs = rhs.at[:n, 2 + s].set(-dq)
-    dx = jnp.linalg.solve(Jb, rhs)[:n]                       # (n, 4): z_left, z_right, rack_left, rack_right
+    dx = linalg.solve(Jb, rhs)[:n]                       # (n, 4): z_left, z_right, rack_left, rack_right
     slots = np.asarray(model.topology.wheel_slots)
     R = loaded_radius
     c = contact_points(model, r, R)
@@ -573,7 +574,7 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=Tru
     r0 = eq.r
     u0 = design_loads(eq)
     lin = linearise(model, r0, jnp.zeros_like(r0), u0)
-    X = -jnp.linalg.solve(lin.J_r, lin.J_u)                 # dr/du (n, 12), loads in force control
+    X = -linalg.solve(lin.J_r, lin.J_u)                 # dr/du (n, 12), loads in force control
     Y = wheel_output_jacobian(model, r0)
     G = Y @ X                                                # (12, 12)
     T = toe_camber_jacobian(model, r0)                       # (2, 2, n)
@@ -588,7 +589,7 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=Tru
     # wheel travel: bordered system, d(r, Fz)/d z_target
     Jb = bordered_jacobian(model, lin)
     rhs = jnp.zeros((6 * m + 2, 2), r0.dtype).at[-2:, :].set(jnp.eye(2) / Z_UNIT)
-    dxz = jnp.linalg.solve(Jb, rhs)
+    dxz = linalg.solve(Jb, rhs)
     drz, dfz = dxz[:-2], dxz[-2:] * FZ_UNIT                  # (n, 2), (2, 2)
     for mode, prefix in (("parallel", ""), ("opposite", "roll_")):
         dz = jnp.array([1.0, 1.0]) if mode == "parallel" else sign

@@ -24,9 +24,9 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import lu_factor, lu_solve
 
 from kernels import blocks
+from kernels import linalg
 from kernels.rotations import mm, mv
 
 class Solver(NamedTuple):
@@ -53,8 +53,10 @@ def dense_coefficient_matrix(lin, hg):
 
 DENSE = Solver(
     name="dense",
-    factor=lambda lin, hg: lu_factor(dense_coefficient_matrix(lin, hg)),
-    solve=lambda fac, b: lu_solve(fac, b),
+    # the coefficient matrix is the "factor": kernels.linalg.solve factors
+    # it per solve (no batched LAPACK call; see there)
+    factor=lambda lin, hg: dense_coefficient_matrix(lin, hg),
+    solve=lambda fac, b: linalg.solve(fac, b),
     jr=lambda lin, x: lin.J_r @ x,
     jv=lambda lin, x: lin.J_v @ x,
     ju=lambda lin, du: lin.J_u @ du,
@@ -114,8 +116,8 @@ def model_solver(topology, name="block") -> Solver:
             name="dense",
             # the barrier keeps XLA from fusing the block products into the
             # dense assembly (re-computed per matrix entry: measured 5 ms per step)
-            factor=lambda lin, hg: (lu_factor(blocks.to_dense(pattern, jax.lax.optimization_barrier(
-                block_coefficient_matrix(pattern, lin, hg)))), lin.M),
-            solve=lambda fac, b: lu_solve(fac[0], mv(fac[1], b.reshape(m, 6)).reshape(-1)),
+            factor=lambda lin, hg: (blocks.to_dense(pattern, jax.lax.optimization_barrier(
+                block_coefficient_matrix(pattern, lin, hg))), lin.M),
+            solve=lambda fac, b: linalg.solve(fac[0], mv(fac[1], b.reshape(m, 6)).reshape(-1)),
             jr=jr, jv=jv, ju=ju)
     raise ValueError(f"solver = {name!r} is not one of block, dense, block32")

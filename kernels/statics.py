@@ -35,6 +35,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from kernels import linalg
 from kernels.dynamics import linearise, q_fn
 
 FZ_UNIT = 1.0e3    # N: unknown vertical forces are iterated in kN (conditioning only)
@@ -85,7 +86,7 @@ def _implicit_solution_jvp(residual, jacobian, primals, tangents):
     dparams, _ = tangents
     x = implicit_solution(residual, jacobian, params, x)     # keeps 2nd derivatives right
     _, rhs = jax.jvp(lambda p: residual(x, p), (params,), (dparams,))
-    dx = -jnp.linalg.solve(jacobian(x, params), rhs)
+    dx = -linalg.solve(jacobian(x, params), rhs)
     return x, dx
 
 
@@ -169,7 +170,7 @@ def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
         r = x.reshape(m, 6)
         lin = linearise(model_c, r, v0, u_c)
         res = generalised_residual(model_c, lin.q.reshape(m, 6))
-        dr = -jnp.linalg.solve(lin.J_r, lin.q).reshape(m, 6)
+        dr = -linalg.solve(lin.J_r, lin.q).reshape(m, 6)
         return res, (dr * _limit(dr, max_translation, max_rotation)).reshape(-1)
 
     x, ok, it, res = _newton(step, r0.reshape(-1), tol, max_iter, polish)
@@ -248,7 +249,7 @@ def constrained_equilibrium(model, u, z_target, r_start=None, fz_start=None, tol
         res = jnp.maximum(generalised_residual(model_c, lin.q.reshape(m, 6)),
                           # a height error counts as unconverged until < 1e-9 m
                           jnp.max(jnp.abs(g)) * Z_UNIT * 1e9 * tol)
-        dx = -jnp.linalg.solve(bordered_jacobian(model_c, lin), jnp.concatenate([lin.q, g]))
+        dx = -linalg.solve(bordered_jacobian(model_c, lin), jnp.concatenate([lin.q, g]))
         dr = dx[:-2].reshape(m, 6)
         return res, dx * _limit(dr, max_translation, max_rotation)
 

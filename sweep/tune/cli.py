@@ -11,6 +11,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from kernels.model import ModelError
+from sweep.schema import ConfigError
 from sweep.tune.optimiser import gradient_check, make_optimizer, optimise, start_points
 from sweep.tune.problem import TuneProblem, bounds_text, targets_from, violation
 
