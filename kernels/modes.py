@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import forces
+from kernels import forces, linalg
 from kernels.dynamics import _states_with_ground, linearise
 
 
@@ -194,6 +194,35 @@ def _select(lam, n_modes):
     return order, jnp.isfinite(key[order])
 
 
+def _half_vectors(Ap, Am, plus, lam):
+    """Eigenvectors (h, k) of the half state matrices for the eigenvalues
+    lam (k,) (of Ap where ``plus``, else of Am), by inverse iteration on the
+    second-order form: a half matrix is [[0, K], [J_r, J_v]] (the mirror
+    basis acts alike on r and v), so (x_r, x_v) with
+    (J_r K + lambda J_v - lambda^2 I) x_v = 0 and x_r = K x_v / lambda.
+    Two solves with the exact eigenvalue's (numerically singular) matrix
+    give x_v to round-off; one complex (h/2)-square solve per mode instead
+    of the eigenvectors of the whole half (LAPACK's dgeev computes all of
+    them: eigenvalues only cost about half)."""
+    g = Ap.shape[0] // 2
+    ctype = lam.dtype
+    b = jnp.asarray(np.random.default_rng(7).normal(size=g), ctype)   # fixed start vector
+
+    def parts(H):
+        return (H[g:, :g] @ H[:g, g:]).astype(ctype), H[g:, g:].astype(ctype), H[:g, g:].astype(ctype)
+    JKp, Jvp, Kp = parts(Ap)
+    JKm, Jvm, Km = parts(Am)
+
+    def one(is_plus, l):
+        JK, Jv, K = (jnp.where(is_plus, u, w) for u, w in ((JKp, JKm), (Jvp, Jvm), (Kp, Km)))
+        Q = JK + l * Jv - l * l * jnp.eye(g, dtype=ctype)
+        y = linalg.solve(Q, b)
+        xv = linalg.solve(Q, y / jnp.linalg.norm(y))
+        xv = xv / jnp.linalg.norm(xv)
+        return jnp.concatenate([K @ xv / l, xv])
+    return jax.lax.map(lambda a: one(*a), (plus, lam)).T
+
+
 def lowest_modes(A, n_modes, basis=None, tolerance=MIRROR_TOLERANCE):
     """Eigenvalues (n_modes,) and eigenvectors (2n, n_modes) of the lowest
     oscillatory modes of the state matrix A, the number of real eigenvalues,
@@ -220,16 +249,14 @@ def lowest_modes(A, n_modes, basis=None, tolerance=MIRROR_TOLERANCE):
     Tc = jnp.asarray(np.concatenate([Tp, Tm], axis=1), A.dtype)
 
     def split():
-        lp, Yp = jnp.linalg.eig(_project(A, tp, tp))
-        lm, Ym = jnp.linalg.eig(_project(A, tm, tm))
-        lam = jnp.concatenate([lp, lm])
+        Ap, Am = _project(A, tp, tp), _project(A, tm, tm)
+        lam = jnp.concatenate([jnp.linalg.eigvals(Ap), jnp.linalg.eigvals(Am)])
         order, valid = _select(lam, n_modes)
-        h = Yp.shape[0]
-        # eigenvector of mode k in the split coordinates, then mapped back: X = [Tp Tm] y
-        y = jnp.where((order < h)[None, :],
-                      jnp.concatenate([Yp[:, jnp.minimum(order, h - 1)], jnp.zeros((h, n_modes), Yp.dtype)]),
-                      jnp.concatenate([jnp.zeros((h, n_modes), Ym.dtype), Ym[:, jnp.maximum(order - h, 0)]]))
-        return lam[order], Tc.astype(y.dtype) @ y, count_real(lam), valid
+        h = Ap.shape[0]
+        plus = order < h
+        y = _half_vectors(Ap, Am, plus, lam[order])       # (h, n_modes), split coordinates
+        X = jnp.where(plus[None, :], Tc[:, :h].astype(y.dtype) @ y, Tc[:, h:].astype(y.dtype) @ y)
+        return lam[order], X, count_real(lam), valid
 
     use = asym <= tolerance
     lam, X, n_real, valid = jax.lax.cond(use, split, full)

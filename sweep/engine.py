@@ -375,7 +375,9 @@ class StagedRunner:
     ``while_loop`` inside a multi-device computation stalled (issue 16:
     ``AXLE_CPU_DEVICES=2``, chunks of 128+ variants never finished), while the
     sharded fixed-step integration alone runs. The first stage is cheap (a
-    few Newton iterations against thousands of steps).
+    few Newton iterations against thousands of steps). (The stall's likely
+    root cause, found later: jaxlib 0.10's batched LAPACK solves deadlock
+    XLA's CPU thread pool - kernels/linalg.py; the split is kept, measured.)
 
     Used like a jitted function by :func:`compile_chunk_runner`:
     ``runner.lower(thetas).compile()(thetas)``."""

@@ -91,7 +91,9 @@ def _mirror_matrix(body_names):
 def test_mirror_split_labels_parallel_and_opposite_modes(dw_modes):
     """The nominal double wishbone is mirror-symmetric: the split solve is
     taken and each mode's +1 / -1 label equals P x = +-x for scipy's
-    eigenvector of that eigenvalue (modes whose eigenvalue is not repeated)."""
+    eigenvector of that eigenvalue (modes whose eigenvalue is not repeated),
+    and the bodies' kinetic-energy shares (from the split solve's inverse
+    iteration) equal those of scipy's eigenvector (well-separated modes)."""
     model, eq, u, md = dw_modes
     assert bool(md.mirror) and float(md.asymmetry) < modes.MIRROR_TOLERANCE
     A = _dense_state_matrix(model, eq.r, u)
@@ -100,7 +102,8 @@ def test_mirror_split_labels_parallel_and_opposite_modes(dw_modes):
     lam, X = scipy.linalg.eig(A)
     sym = np.asarray(md.symmetry)
     np.testing.assert_allclose(np.abs(sym), 1.0, atol=1e-9)
-    checked = 0
+    checked = energies = 0
+    n = A.shape[0] // 2
     for k, ev in enumerate(np.asarray(md.eigenvalue)):
         d = np.abs(lam - ev)
         i = int(np.argmin(d))
@@ -109,8 +112,15 @@ def test_mirror_split_labels_parallel_and_opposite_modes(dw_modes):
         x = X[:, i] / np.linalg.norm(X[:, i])
         label = np.real(np.vdot(x, P @ x))      # +1: P x = x, -1: P x = -x
         assert label == pytest.approx(sym[k], abs=1e-6)
+        if np.sort(d)[1] > 1e-4 * abs(ev):      # well separated: the vector is well conditioned
+            # kinetic-energy shares of the bodies from scipy's eigenvector
+            xv = x[n:].reshape(-1, 6)
+            T = (np.asarray(model.mass) * np.sum(np.abs(xv[:, :3]) ** 2, axis=1)
+                 + np.real(np.einsum("bi,bij,bj->b", np.conj(xv[:, 3:]), np.asarray(model.inertia), xv[:, 3:])))
+            np.testing.assert_allclose(np.asarray(md.body_energy[k]), T / T.sum(), atol=1e-6)
+            energies += 1
         checked += 1
-    assert checked >= 10 and {1.0, -1.0} <= set(np.round(sym[:10]))
+    assert checked >= 10 and energies >= 3 and {1.0, -1.0} <= set(np.round(sym[:10]))
 
 
 def test_asymmetric_axle_takes_the_full_eigen_solve(dw_model):
