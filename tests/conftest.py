@@ -6,7 +6,13 @@ import os
 import sys
 import tempfile
 
-import numpy as np
+# the job entry points run LAPACK single-threaded (sweep.entry.single_threaded_lapack);
+# so do the tests, whose in-process references are compared bitwise with
+# `python -m sweep` subprocesses (OpenBLAS's threads change the round-off of
+# a dense solve). Set before NumPy / SciPy load their OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import pytest
 import yaml
 
