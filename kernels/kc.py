@@ -203,11 +203,14 @@ def design_heights(model):
     return model.r_design[model.topology.wheel_slots, 2]
 
 
-def design_position(model, tol=1e-6, max_iter=60):
+def design_position(model, tol=1e-6, max_iter=60, r_start=None, fz_start=None):
     """Constrained equilibrium with the wheel centres at their design heights,
-    gravity only (:class:`kernels.statics.ConstrainedEquilibrium`)."""
+    gravity only (:class:`kernels.statics.ConstrainedEquilibrium`); the
+    Newton iteration starts from ``r_start`` (default: the design geometry)
+    and ``fz_start`` [N]."""
     return constrained_equilibrium(model, jnp.zeros((2, 6), model.r_design.dtype),
-                                   design_heights(model), tol=tol, max_iter=max_iter)
+                                   design_heights(model), r_start=r_start, fz_start=fz_start,
+                                   tol=tol, max_iter=max_iter)
 
 
 def ride_position(model, wheel_load, tol=1e-6, max_iter=60):

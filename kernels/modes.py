@@ -178,11 +178,20 @@ def _two_term(T):
 
 
 def _project(A, left, right):
-    """left^T A right for two-term bases (:func:`_two_term`), by gathers."""
-    ia, wa, ib, wb = right
-    AT = A[:, ia] * wa + A[:, ib] * wb
+    """left^T A right for two-term bases (:func:`_two_term`), by gathers;
+    ``right`` None: left^T A."""
+    if right is not None:
+        ia, wa, ib, wb = right
+        A = A[:, ia] * wa + A[:, ib] * wb
     ja, va, jb, vb = left
-    return AT[ja] * va[:, None] + AT[jb] * vb[:, None]
+    return A[ja] * va[:, None] + A[jb] * vb[:, None]
+
+
+def _expand(y, basis, N):
+    """T y (N, k) for a two-term basis T (:func:`_two_term`) and y (h, k)."""
+    ia, wa, ib, wb = basis
+    x = jnp.zeros((N,) + y.shape[1:], y.dtype)
+    return x.at[ia].add(wa[:, None] * y).at[ib].add(wb[:, None] * y)
 
 
 def _select(lam, n_modes):
@@ -242,28 +251,28 @@ def lowest_modes(A, n_modes, basis=None, tolerance=MIRROR_TOLERANCE):
     if basis is None:
         lam, X, n_real, valid = full()
         return lam, X, n_real, valid, jnp.full(n_modes, jnp.nan, A.dtype), jnp.array(False), jnp.array(jnp.nan)
-    Tp, Tm = (np.asarray(b) for b in basis)
-    tp, tm = _two_term(Tp), _two_term(Tm)
+    tp, tm = (_two_term(np.asarray(b)) for b in basis)
     scale = jnp.max(jnp.abs(A))
     asym = jnp.maximum(jnp.max(jnp.abs(_project(A, tm, tp))), jnp.max(jnp.abs(_project(A, tp, tm)))) / scale
-    Tc = jnp.asarray(np.concatenate([Tp, Tm], axis=1), A.dtype)
+
+    def full_sym():
+        lam, X, n_real, valid = full()
+        # mirror symmetry of each mode: weight of its +1 part minus that of its -1 part
+        cp = jnp.sum(jnp.abs(_project(X, tp, None)) ** 2, axis=0)
+        cm = jnp.sum(jnp.abs(_project(X, tm, None)) ** 2, axis=0)
+        return lam, X, n_real, valid, (cp - cm) / (cp + cm)
 
     def split():
         Ap, Am = _project(A, tp, tp), _project(A, tm, tm)
         lam = jnp.concatenate([jnp.linalg.eigvals(Ap), jnp.linalg.eigvals(Am)])
         order, valid = _select(lam, n_modes)
-        h = Ap.shape[0]
-        plus = order < h
+        plus = order < Ap.shape[0]
         y = _half_vectors(Ap, Am, plus, lam[order])       # (h, n_modes), split coordinates
-        X = jnp.where(plus[None, :], Tc[:, :h].astype(y.dtype) @ y, Tc[:, h:].astype(y.dtype) @ y)
-        return lam[order], X, count_real(lam), valid
+        X = jnp.where(plus[None, :], _expand(y, tp, N), _expand(y, tm, N))
+        return lam[order], X, count_real(lam), valid, jnp.where(plus, 1.0, -1.0).astype(A.dtype)
 
     use = asym <= tolerance
-    lam, X, n_real, valid = jax.lax.cond(use, split, full)
-    # mirror symmetry of each mode: energy of its +1 part minus that of its -1 part
-    cp = jnp.sum(jnp.abs(Tc[:, :N // 2].astype(X.dtype).T @ X) ** 2, axis=0)
-    cm = jnp.sum(jnp.abs(Tc[:, N // 2:].astype(X.dtype).T @ X) ** 2, axis=0)
-    sym = (cp - cm) / (cp + cm)
+    lam, X, n_real, valid, sym = jax.lax.cond(use, split, full_sym)
     return lam, X, n_real, valid, sym, use, asym
 
 

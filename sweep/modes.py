@@ -37,7 +37,6 @@ from omegaconf import OmegaConf
 
 from kernels import kc
 from kernels import modes as kmodes
-from kernels.statics import constrained_equilibrium
 from sweep import engine
 from sweep.cube import provenance
 from sweep.design import make_design
@@ -129,8 +128,7 @@ def make_variant(model, pset, lc, start=None):
 
     def variant(theta):
         m = pset.apply(model, theta)
-        eq = constrained_equilibrium(m, jnp.zeros((2, 6), m.r_design.dtype), kc.design_heights(m),
-                                     r_start=r0, fz_start=fz0, tol=lc["tol"], max_iter=lc["max_iter"])
+        eq = kc.design_position(m, tol=lc["tol"], max_iter=lc["max_iter"], r_start=r0, fz_start=fz0)
         md = kmodes.modes(m, eq.r, kc.design_loads(eq), n_modes=n_modes, mirror=lc.get("mirror", True))
         out = {"frequency": md.frequency, "damping_ratio": md.damping_ratio,
                "eigenvalue_real": jnp.real(md.eigenvalue), "eigenvalue_imag": jnp.imag(md.eigenvalue),
