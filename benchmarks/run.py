@@ -142,6 +142,44 @@ class Axle:
             x = jax.device_put(x, NamedSharding(mesh, PartitionSpec("variant")))
         return x
 
+    def engine_runner(self, B, steps):
+        """The same variants as :meth:`batch_runner` mapped the way a default
+        job maps a chunk (sweep.engine): ``lax.map`` over micro-batches
+        (sweep.micro_batch: auto) on every device that a chunk of B variants
+        gets (sweep.engine.job_devices: both CPU devices from 256 variants),
+        the chunk split over them (shard_map). Returns (jitted runner,
+        devices, micro-batch)."""
+        from sweep import engine
+        model, exc = self.model, self.exc
+        r0 = self.eq.r.reshape(-1)
+        t0 = 5.0 - steps // 2 * 1e-3
+
+        def variant(scale):
+            m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
+            traj = lsrt2.simulate(model_system(m, exc, "block"), r0, jnp.zeros_like(r0), t0, 1e-3,
+                                  2, steps, 1, lambda r, v, t: r[:3])
+            return traj.outputs
+        n_dev = engine.job_devices(B)
+        mb = engine.micro_batch_of({}, B, n_dev)
+        return engine.map_variants(variant, n_dev, mb), n_dev, mb
+
+    def throughput_engine(self, B, steps, repeat):
+        """Variant-steps/s of the engine's default mapping (:meth:`engine_runner`)."""
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        run, n_dev, mb = self.engine_runner(B, steps)
+        nb = len(self.model.topology.bushing_names)
+        x = jnp.asarray(np.exp(np.random.default_rng(B).uniform(np.log(0.8), np.log(1.25), (B, nb, 1))))
+        if n_dev > 1:
+            mesh = Mesh(np.array(jax.devices()[:n_dev]), ("variant",))
+            x = jax.device_put(x, NamedSharding(mesh, PartitionSpec("variant")))
+        tic = time.perf_counter()
+        compiled = run.lower(x).compile()
+        comp = time.perf_counter() - tic
+        best = best_of(lambda: compiled(x), repeat)
+        return {"solver": "block", "mapping": "engine", "devices": n_dev, "micro_batch": mb or 0,
+                "batch": B, "steps": steps, "compile_s": comp, "run_s": best,
+                "variant_steps_per_s": B * steps / best}
+
     def throughput(self, solver, B, steps, repeat):
         run = self.batch_runner(solver, steps)
         x = self.scales(B)
@@ -300,6 +338,22 @@ def tables(res):
             row = {t["batch"]: t for t in a["throughput"] if t["solver"] == solver}
             L.append(f"| {name} | {solver} | " + " | ".join(
                 f"{row[b]['variant_steps_per_s']:.0f}" if b in row else "-" for b in batches) + " |")
+    if any(a.get("throughput_engine") for a in res["axles"].values()):
+        L.append("")
+        L.append("The same batches mapped as a default job maps a chunk (sweep.engine: `lax.map` over "
+                 "micro-batches, both CPU devices from 256 variants; block solver) - the *after* of issue 16, "
+                 "against the one-vmap, one-device *before* above (figure: "
+                 "benchmarks/results/throughput.png):")
+        L.append("")
+        L.append("| axle | mapping | " + " | ".join(f"batch {b}" for b in batches) + " |")
+        L.append("|---|---|" + "---|" * len(batches))
+        for name, a in res["axles"].items():
+            row = {t["batch"]: t for t in a.get("throughput_engine", [])}
+            L.append(f"| {name} | devices x micro-batch | " + " | ".join(
+                f"{row[b]['devices']} x {row[b]['micro_batch'] or 'one vmap'}" if b in row else "-"
+                for b in batches) + " |")
+            L.append(f"| {name} | variant-steps/s | " + " | ".join(
+                f"{row[b]['variant_steps_per_s']:.0f}" if b in row else "-" for b in batches) + " |")
     L.append("")
     L.append("Factorisation of eq. (11) plus the two stage solves alone, us per variant "
              "(block speed-up over dense LU in brackets):")
@@ -369,7 +423,44 @@ def readme_table(res):
         L.append(f"| variant-steps/s, batch {B} (block) | " + " | ".join(
             get(n, lambda a: f"{next((t['variant_steps_per_s'] for t in a['throughput'] if t['solver'] == 'block' and t['batch'] == B), float('nan')):.0f}")
             for n in MODELS) + " |")
+    for B in sorted({t["batch"] for a in A.values() for t in a.get("throughput_engine", [])}):
+        L.append(f"| variant-steps/s, batch {B} (as a default job maps it) | " + " | ".join(
+            get(n, lambda a: f"{next((t['variant_steps_per_s'] for t in a.get('throughput_engine', []) if t['batch'] == B), float('nan')):.0f}")
+            for n in MODELS) + " |")
     return "\n".join(L)
+
+
+def throughput_figure(res, path):
+    """Variant-steps/s against batch, both axles: one vmap on one device
+    (block and dense solver: the issue-16 *before*) and the engine's default
+    mapping (the *after*)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(res["axles"])
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.2), squeeze=False, sharey=True)
+    for ax, name in zip(axes[0], names):
+        a = res["axles"][name]
+        for solver, style in (("block", "o-"), ("dense", "s:")):
+            rows = sorted((t for t in a["throughput"] if t["solver"] == solver), key=lambda t: t["batch"])
+            ax.plot([t["batch"] for t in rows], [t["variant_steps_per_s"] for t in rows], style,
+                    label=f"before: one vmap, one device, {solver} solver")
+        rows = sorted(a.get("throughput_engine", []), key=lambda t: t["batch"])
+        if rows:
+            ax.plot([t["batch"] for t in rows], [t["variant_steps_per_s"] for t in rows], "D-", lw=2,
+                    label="after: engine mapping (micro-batches of 32, 2 CPU devices from 256)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch [variants]")
+        ax.set_title(name.replace("_", " "))
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("variant-steps per second")
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    m = res["machine"]
+    fig.suptitle(f"LSRT2 h = 1 ms, float64, re-linearised every step; {m['cpu']}, {m['cores']} cores, "
+                 f"jax {m['jax']} ({res['date']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def splice(path, tag, text):
@@ -422,6 +513,11 @@ def main():
                 a["throughput"].append(t)
                 print(f"{name} batch {B} {solver}: {t['variant_steps_per_s']:.0f} variant-steps/s "
                       f"(compile {t['compile_s']:.1f} s)", flush=True)
+            t = ax.throughput_engine(B, steps, repeat=2 if B <= 256 else 1)
+            a.setdefault("throughput_engine", []).append(t)
+            print(f"{name} batch {B} engine mapping ({t['devices']} device(s), micro-batch "
+                  f"{t['micro_batch']}): {t['variant_steps_per_s']:.0f} variant-steps/s "
+                  f"(compile {t['compile_s']:.1f} s)", flush=True)
         a["flops_block"], a["bytes_block"] = ax.step_flops("block")
         a["flops_dense"], a["bytes_dense"] = ax.step_flops("dense")
         a["breakdown"] = ax.breakdown("block", res["breakdown_batch"], repeat=3)
@@ -459,6 +555,8 @@ def write_results(res, out, args):
         json.dump(res, f, indent=2)
     text = tables(res)
     print(text)
+    if any(a.get("throughput_engine") for a in res["axles"].values()):
+        throughput_figure(res, os.path.join(os.path.dirname(out), "throughput.png"))
     if not args.no_write_docs:
         splice(os.path.join(ROOT, "BENCHMARKS.md"), "suite", text)
         splice(os.path.join(ROOT, "README.md"), "figures", readme_table(res) + f"\n\n({res['command']}, {res['date']}; details in BENCHMARKS.md)")

@@ -1,0 +1,172 @@
+"""Memory traffic per variant-step of the engine's time-response chunk runner,
+measured by cache simulation (issue 16: "measured, not estimated").
+
+This machine's kernel exposes no hardware cache counters to ``perf`` (every
+hardware event is "not supported"), so the traffic is counted by valgrind's
+cachegrind, which runs the real compiled XLA code instruction by instruction
+and simulates this CPU's caches on every load and store: D1 = 32 KiB 8-way
+(the L1d per core) and LL = the level asked for (``--ll``: 1 MiB = the L2 per
+core, or 32 MiB = the L3; misses there are lines fetched from the level
+below). valgrind has no AVX-512, so XLA is restricted to AVX2 in both the
+native compile and the simulated run (``--xla_cpu_max_isa=AVX2``); all
+threads share one simulated cache (valgrind serialises them).
+
+Method: the chunk runner (lhs variants, per-variant static equilibrium,
+LSRT2 h = 1 ms re-linearised every step, output every 10 steps, lax.map
+groups of ``--micro-batch``) is compiled natively for two step counts into a
+serialised executable (``jax.experimental.serialize_executable``); each is
+then run once under cachegrind, loading that executable. Everything but the extra steps
+(imports, loading the executable, the equilibria, the store of the outputs) is the
+same in both runs, so
+
+    bytes per variant-step = 64 B x (misses(N2) - misses(N1)) / (batch x (N2 - N1)).
+
+Usage: python benchmarks/memory_traffic.py [--batch 256] [--steps 20 60] [--ll 1 32]
+Writes benchmarks/results/memory_traffic.json. Takes ~10-20 min (cachegrind
+runs ~50-100x slower than native).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+XLA_ISA = "--xla_cpu_max_isa=AVX2 --xla_force_host_platform_device_count=1"
+
+
+def _runner(batch, steps, micro_batch, axle):
+    import jax
+    import yaml
+    sys.path.insert(0, ROOT)
+    import kernels  # noqa: F401
+    from sweep.design import make_design
+    from sweep.job import model_from_config
+    from sweep.loadcase import build_excitation
+    from sweep.params import build_parameters
+    from sweep.time_response import make_chunk_runner
+    cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
+    model = model_from_config(cfg("model", f"{axle}.yaml"))
+    sw = cfg("sweep", "lhs.yaml")
+    pset = build_parameters(sw["parameters"], model)
+    exc, _, _ = build_excitation(cfg("loadcase", "longitudinal_step.yaml"))
+    every = 10
+    X = make_design({"design": "lhs", "n_variants": batch, "seed": 0}, pset)
+    run = make_chunk_runner(model, pset, exc, 5.0 - 0.05, 1e-3, steps // every + 1, every, 1,
+                            list(range(len(model.topology.bushing_names))),
+                            micro_batch=micro_batch or None)
+    return jax, jax.jit(run), X
+
+
+def child(args):
+    """``--prepare``: compile natively, serialise the executable and its input
+    to a file; otherwise (under cachegrind) load both and run once - nothing
+    else (no model build, no config), so the fixed cost under valgrind stays
+    small. (The persistent compilation cache does not do for the second:
+    under valgrind every entry was compiled again - its key differs there.)"""
+    import pickle
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    from jax.experimental import serialize_executable
+    path = os.path.join(args.cache, f"runner.{args.child_steps}.pkl")
+    if args.prepare:
+        jax, run, X = _runner(args.batch, args.child_steps, args.micro_batch, args.axle)
+        compiled = run.lower(X).compile()
+        with open(path, "wb") as fh:
+            pickle.dump((serialize_executable.serialize(compiled), jax.device_get(X)), fh)
+        out = compiled(X)
+    else:
+        with open(path, "rb") as fh:
+            (payload, in_tree, out_tree), X = pickle.load(fh)
+        compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+        tic = time.perf_counter()
+        out = jax.block_until_ready(compiled(X))
+        print(f"child steps={args.child_steps} run {time.perf_counter() - tic:.1f} s", flush=True)
+    leaves = jax.tree_util.tree_leaves(out)
+    print(f"child steps={args.child_steps}: {len(leaves)} outputs", flush=True)
+
+
+_SUMMARY = re.compile(r"==\d+== (D1|LLd|LL|D)\s+(refs|misses):\s+([\d,]+)\s+\(\s*([\d,]+) rd\s+\+\s+([\d,]+) wr\)")
+
+
+def cachegrind(args, steps, ll_mib):
+    # OpenBLAS picks its kernels from CPUID: Haswell's (AVX2) run under valgrind
+    env = dict(os.environ, XLA_FLAGS=XLA_ISA, OPENBLAS_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell")
+    out_file = os.path.join(args.cache, f"cg.{steps}.{ll_mib}.out")
+    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--smc-check=all-non-file",
+           f"--cachegrind-out-file={out_file}", "--I1=32768,8,64", "--D1=32768,8,64",
+           f"--LL={ll_mib * 1024 * 1024},16,64",
+           sys.executable, os.path.abspath(__file__), "--child-steps", str(steps),
+           "--cache", args.cache, "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
+           "--axle", args.axle]
+    tic = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - tic
+    if p.returncode:
+        with open(out_file + ".stderr", "w") as fh:
+            fh.write(p.stderr)
+        raise RuntimeError(f"cachegrind run failed ({p.returncode}); its output: {out_file}.stderr")
+    counts = {}
+    for line in p.stderr.splitlines():
+        m = _SUMMARY.search(line)
+        if m:
+            key = f"{m.group(1)}_{m.group(2)}"
+            counts[key] = [int(m.group(i).replace(",", "")) for i in (3, 4, 5)]
+    print(f"  steps {steps}, LL {ll_mib} MiB: {wall:.0f} s under cachegrind; {counts}", flush=True)
+    return counts, wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--axle", default="double_wishbone")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--micro-batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, nargs=2, default=[20, 60])
+    ap.add_argument("--ll", type=int, nargs="+", default=[1, 32], help="simulated last-level cache sizes [MiB]")
+    ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-steps", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "memory_traffic.json"))
+    args = ap.parse_args()
+    if args.child_steps:
+        return child(args)
+    args.cache = args.cache or tempfile.mkdtemp(prefix="memtraffic-")
+    n1, n2 = args.steps
+    env = dict(os.environ, XLA_FLAGS=XLA_ISA, OPENBLAS_NUM_THREADS="1")
+    for steps in (n1, n2):       # native compile into the private cache
+        base = [sys.executable, os.path.abspath(__file__), "--child-steps", str(steps), "--cache", args.cache,
+                "--batch", str(args.batch), "--micro-batch", str(args.micro_batch), "--axle", args.axle,
+                "--prepare"]
+        subprocess.run(base, env=env, check=True)
+    rows = []
+    for ll in args.ll:
+        c1, w1 = cachegrind(args, n1, ll)
+        c2, w2 = cachegrind(args, n2, ll)
+        vs = args.batch * (n2 - n1)
+        row = {"axle": args.axle, "batch": args.batch, "micro_batch": args.micro_batch, "steps": [n1, n2],
+               "ll_mib": ll, "cachegrind_wall_s": [w1, w2]}
+        for key, name in (("D_refs", "bytes_referenced_lines"), ("D1_misses", "l1_miss_bytes"),
+                          ("LLd_misses", "ll_miss_bytes")):
+            if key in c1 and key in c2:
+                d = [b - a for a, b in zip(c1[key], c2[key])]
+                row[name + "_per_variant_step"] = 64 * d[0] / vs if key != "D_refs" else None
+                row[key + "_per_variant_step"] = {"total": d[0] / vs, "read": d[1] / vs, "write": d[2] / vs}
+        row.pop("bytes_referenced_lines_per_variant_step", None)
+        rows.append(row)
+        print(row, flush=True)
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from single_variant import machine
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as fh:
+        json.dump({"rows": rows, "machine": machine(), "xla_flags": XLA_ISA,
+                   "command": "python benchmarks/memory_traffic.py " + " ".join(sys.argv[1:])}, fh, indent=2)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
