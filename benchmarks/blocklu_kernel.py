@@ -35,7 +35,8 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+if __name__ == "__main__":      # one CPU device for the timings (not when imported by a test)
+    os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
