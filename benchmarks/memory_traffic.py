@@ -7,23 +7,27 @@ cachegrind, which runs the real compiled XLA code instruction by instruction
 and simulates this CPU's caches on every load and store: D1 = 32 KiB 8-way
 (the L1d per core) and LL = the level asked for (``--ll``: 1 MiB = the L2 per
 core, or 32 MiB = the L3; misses there are lines fetched from the level
-below). valgrind has no AVX-512, so XLA is restricted to AVX2 in both the
-native compile and the simulated run (``--xla_cpu_max_isa=AVX2``); all
-threads share one simulated cache (valgrind serialises them).
+below). All threads share one simulated cache (valgrind serialises them).
 
 Method: the chunk runner (lhs variants, per-variant static equilibrium,
 LSRT2 h = 1 ms re-linearised every step, output every 10 steps, lax.map
-groups of ``--micro-batch``) is compiled natively for two step counts into a
-serialised executable (``jax.experimental.serialize_executable``); each is
-then run once under cachegrind, loading that executable. Everything but the extra steps
-(imports, loading the executable, the equilibria, the store of the outputs) is the
-same in both runs, so
+groups of ``--micro-batch``, one device) is compiled for two step counts
+under ``valgrind --tool=none`` (so LLVM targets the CPU that valgrind
+emulates: AVX2, no AVX-512 or GFNI, which valgrind cannot run) and
+serialised (``jax.experimental.serialize_executable``); each executable is
+then run once under cachegrind. Everything but the extra steps (imports,
+loading the executable, the equilibria, the outputs) is the same in both
+runs, so
 
     bytes per variant-step = 64 B x (misses(N2) - misses(N1)) / (batch x (N2 - N1)).
 
-Usage: python benchmarks/memory_traffic.py [--batch 256] [--steps 20 60] [--ll 1 32]
-Writes benchmarks/results/memory_traffic.json. Takes ~10-20 min (cachegrind
-runs ~50-100x slower than native).
+The code measured is the AVX2 build of the same program (the native one uses
+AVX-512): the same fusions and buffers, so the same traffic to within the
+vector width's effect on loop tails.
+
+Usage: python benchmarks/memory_traffic.py [--batch 256] [--steps 10 30] [--ll 1 32]
+Writes benchmarks/results/memory_traffic.json. Takes ~30-60 min of two
+cores (valgrind runs ~10x, cachegrind ~50-100x slower than native).
 """
 from __future__ import annotations
 
@@ -99,7 +103,6 @@ _SUMMARY = re.compile(r"==\d+== (D1|LLd|LL|D)\s+(refs|misses):\s+([\d,]+)\s+\(\s
 
 
 def cachegrind(args, steps, ll_mib):
-    # OpenBLAS picks its kernels from CPUID: Haswell's (AVX2) run under valgrind
     env = dict(os.environ, XLA_FLAGS=XLA_ISA, OPENBLAS_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell")
     out_file = os.path.join(args.cache, f"cg.{steps}.{ll_mib}.out")
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--smc-check=all-non-file",
@@ -130,7 +133,7 @@ def main():
     ap.add_argument("--axle", default="double_wishbone")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--micro-batch", type=int, default=32)
-    ap.add_argument("--steps", type=int, nargs=2, default=[20, 60])
+    ap.add_argument("--steps", type=int, nargs=2, default=[10, 30])
     ap.add_argument("--ll", type=int, nargs="+", default=[1, 32], help="simulated last-level cache sizes [MiB]")
     ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-steps", type=int, default=0, help=argparse.SUPPRESS)
@@ -141,26 +144,44 @@ def main():
         return child(args)
     args.cache = args.cache or tempfile.mkdtemp(prefix="memtraffic-")
     n1, n2 = args.steps
-    env = dict(os.environ, XLA_FLAGS=XLA_ISA, OPENBLAS_NUM_THREADS="1")
-    for steps in (n1, n2):       # native compile into the private cache
-        base = [sys.executable, os.path.abspath(__file__), "--child-steps", str(steps), "--cache", args.cache,
-                "--batch", str(args.batch), "--micro-batch", str(args.micro_batch), "--axle", args.axle,
-                "--prepare"]
-        subprocess.run(base, env=env, check=True)
+    # OpenBLAS picks its kernels from CPUID: Haswell's (AVX2) run under valgrind
+    env = dict(os.environ, XLA_FLAGS=XLA_ISA, OPENBLAS_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell")
+    from concurrent.futures import ThreadPoolExecutor
+
+    def prepare(steps):
+        # compiled under valgrind (no instrumentation): LLVM then targets the
+        # CPU that valgrind emulates (natively XLA also emits GFNI etc., which
+        # valgrind cannot run even with --xla_cpu_max_isa=AVX2)
+        cmd = ["valgrind", "--tool=none", "--smc-check=all-non-file", sys.executable,
+               os.path.abspath(__file__), "--child-steps", str(steps), "--cache", args.cache,
+               "--batch", str(args.batch), "--micro-batch", str(args.micro_batch), "--axle", args.axle,
+               "--prepare"]
+        tic = time.perf_counter()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode:
+            with open(os.path.join(args.cache, f"prepare.{steps}.stderr"), "w") as fh:
+                fh.write(p.stderr)
+            raise RuntimeError(f"prepare {steps} failed ({p.returncode}); see {args.cache}")
+        print(f"  compiled {steps} steps under valgrind in {time.perf_counter() - tic:.0f} s", flush=True)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(prepare, (n1, n2)))
+        jobs = [(ll, n, pool.submit(cachegrind, args, n, ll)) for ll in args.ll for n in (n1, n2)]
+        res = {(ll, n): f.result() for ll, n, f in jobs}
     rows = []
     for ll in args.ll:
-        c1, w1 = cachegrind(args, n1, ll)
-        c2, w2 = cachegrind(args, n2, ll)
+        (c1, w1), (c2, w2) = res[(ll, n1)], res[(ll, n2)]
         vs = args.batch * (n2 - n1)
         row = {"axle": args.axle, "batch": args.batch, "micro_batch": args.micro_batch, "steps": [n1, n2],
                "ll_mib": ll, "cachegrind_wall_s": [w1, w2]}
-        for key, name in (("D_refs", "bytes_referenced_lines"), ("D1_misses", "l1_miss_bytes"),
-                          ("LLd_misses", "ll_miss_bytes")):
+        for key in ("D_refs", "D1_misses", "LLd_misses"):
             if key in c1 and key in c2:
                 d = [b - a for a, b in zip(c1[key], c2[key])]
-                row[name + "_per_variant_step"] = 64 * d[0] / vs if key != "D_refs" else None
                 row[key + "_per_variant_step"] = {"total": d[0] / vs, "read": d[1] / vs, "write": d[2] / vs}
-        row.pop("bytes_referenced_lines_per_variant_step", None)
+        for key, name in (("D1_misses", "l1_miss_bytes_per_variant_step"),
+                          ("LLd_misses", "ll_miss_bytes_per_variant_step")):
+            if key + "_per_variant_step" in row:
+                row[name] = 64 * row[key + "_per_variant_step"]["total"]
         rows.append(row)
         print(row, flush=True)
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))

@@ -28,7 +28,7 @@ def _dense(pattern, A):
     return D
 
 
-@pytest.mark.parametrize("axle,width", [("toy_trailing_arm", 4), ("double_wishbone", 8)])
+@pytest.mark.parametrize("axle,width", [("toy_trailing_arm", 4), ("double_wishbone", 8), ("multilink", 4)])
 def test_generated_kernel_equals_xla_block_lu_and_dense_solve(tmp_path, axle, width):
     import jax
     import blocklu_kernel as bk
