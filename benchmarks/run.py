@@ -444,21 +444,23 @@ def throughput_figure(res, path):
         for solver, style in (("block", "o-"), ("dense", "s:")):
             rows = sorted((t for t in a["throughput"] if t["solver"] == solver), key=lambda t: t["batch"])
             ax.plot([t["batch"] for t in rows], [t["variant_steps_per_s"] for t in rows], style,
-                    label=f"before: one vmap, one device, {solver} solver")
+                    label=f"before: one vmap, one device, {solver}")
         rows = sorted(a.get("throughput_engine", []), key=lambda t: t["batch"])
         if rows:
             ax.plot([t["batch"] for t in rows], [t["variant_steps_per_s"] for t in rows], "D-", lw=2,
-                    label="after: engine mapping (micro-batches of 32, 2 CPU devices from 256)")
+                    label="after: as a job maps it (micro-batches of 32; 2 CPU devices from 256)")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("batch [variants]")
         ax.set_title(name.replace("_", " "))
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("variant-steps per second")
-    axes[0][0].legend(fontsize=8, loc="lower right")
+    axes[0][0].set_ylim(bottom=0)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels))
     m = res["machine"]
     fig.suptitle(f"LSRT2 h = 1 ms, float64, re-linearised every step; {m['cpu']}, {m['cores']} cores, "
                  f"jax {m['jax']} ({res['date']})", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
