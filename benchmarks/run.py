@@ -117,7 +117,9 @@ class Axle:
                 "real_time_factor": best / (self.t1 - self.t0), "us_per_step": 1e6 * best / (n - 1)}
 
     # ------------------------------------------------------------------ batches
-    def batch_runner(self, solver, steps):
+    def variant(self, solver, steps):
+        """One variant's integration: bushing stiffnesses scaled by ``scale``,
+        ``steps`` LSRT2 steps across the load step from the nominal equilibrium."""
         model, exc = self.model, self.exc
         r0 = self.eq.r.reshape(-1)
         t0 = 5.0 - steps // 2 * 1e-3          # across the step
@@ -127,7 +129,10 @@ class Axle:
             traj = lsrt2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
                                   2, steps, 1, lambda r, v, t: r[:3])
             return traj.outputs
-        return jax.jit(jax.vmap(variant))
+        return variant
+
+    def batch_runner(self, solver, steps):
+        return jax.jit(jax.vmap(self.variant(solver, steps)))
 
     def scales(self, B):
         """Per-variant bushing-stiffness scales: on one device (the figures
@@ -150,18 +155,9 @@ class Axle:
         the chunk split over them (shard_map). Returns (jitted runner,
         devices, micro-batch)."""
         from sweep import engine
-        model, exc = self.model, self.exc
-        r0 = self.eq.r.reshape(-1)
-        t0 = 5.0 - steps // 2 * 1e-3
-
-        def variant(scale):
-            m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
-            traj = lsrt2.simulate(model_system(m, exc, "block"), r0, jnp.zeros_like(r0), t0, 1e-3,
-                                  2, steps, 1, lambda r, v, t: r[:3])
-            return traj.outputs
         n_dev = engine.job_devices(B)
         mb = engine.micro_batch_of({}, B, n_dev)
-        return engine.map_variants(variant, n_dev, mb), n_dev, mb
+        return engine.map_variants(self.variant("block", steps), n_dev, mb), n_dev, mb
 
     def throughput_engine(self, B, steps, repeat):
         """Variant-steps/s of the engine's default mapping (:meth:`engine_runner`)."""
