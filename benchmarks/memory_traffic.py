@@ -68,7 +68,8 @@ def _runner(batch, steps, micro_batch, axle):
 
 
 def child(args):
-    """``--prepare``: compile natively, serialise the executable and its input
+    """``--prepare``: compile (the driver runs this under ``valgrind --tool=none``),
+    serialise the executable and its input
     to a file; otherwise (under cachegrind) load both and run once - nothing
     else (no model build, no config), so the fixed cost under valgrind stays
     small. (The persistent compilation cache does not do for the second:
@@ -102,15 +103,19 @@ def child(args):
 _SUMMARY = re.compile(r"==\d+== (D1|LLd|LL|D)\s+(refs|misses):\s+([\d,]+)\s+\(\s*([\d,]+) rd\s+\+\s+([\d,]+) wr\)")
 
 
+def _child_cmd(args, steps):
+    """This script as the child for ``steps`` steps (see :func:`child`)."""
+    return [sys.executable, os.path.abspath(__file__), "--child-steps", str(steps), "--cache", args.cache,
+            "--batch", str(args.batch), "--micro-batch", str(args.micro_batch), "--axle", args.axle]
+
+
 def cachegrind(args, steps, ll_mib):
     env = dict(os.environ, XLA_FLAGS=XLA_ISA, OPENBLAS_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell")
     out_file = os.path.join(args.cache, f"cg.{steps}.{ll_mib}.out")
     cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--smc-check=all-non-file",
            f"--cachegrind-out-file={out_file}", "--I1=32768,8,64", "--D1=32768,8,64",
            f"--LL={ll_mib * 1024 * 1024},16,64",
-           sys.executable, os.path.abspath(__file__), "--child-steps", str(steps),
-           "--cache", args.cache, "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
-           "--axle", args.axle]
+           *_child_cmd(args, steps)]
     tic = time.perf_counter()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - tic
@@ -152,10 +157,7 @@ def main():
         # compiled under valgrind (no instrumentation): LLVM then targets the
         # CPU that valgrind emulates (natively XLA also emits GFNI etc., which
         # valgrind cannot run even with --xla_cpu_max_isa=AVX2)
-        cmd = ["valgrind", "--tool=none", "--smc-check=all-non-file", sys.executable,
-               os.path.abspath(__file__), "--child-steps", str(steps), "--cache", args.cache,
-               "--batch", str(args.batch), "--micro-batch", str(args.micro_batch), "--axle", args.axle,
-               "--prepare"]
+        cmd = ["valgrind", "--tool=none", "--smc-check=all-non-file", *_child_cmd(args, steps), "--prepare"]
         tic = time.perf_counter()
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode:
