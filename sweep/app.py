@@ -1,4 +1,5 @@
-"""The main job behind ``python -m sweep``: run the design into its cube, summarise, plot."""
+"""The main job behind ``python -m sweep``: check the config, run the job of
+its kind through the one pipeline, report."""
 from __future__ import annotations
 
 import copy
@@ -9,11 +10,10 @@ import xarray as xr
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from kernels.model import ModelError
-from sweep import jobs
-from sweep.jobs import run_job
-from sweep.entry import ensure_console_logging
-from sweep.job import JobError
-from sweep.schema import ConfigError, check_config
+from sweep import engine
+from sweep.kinds import kind_of
+from sweep.runtime import ensure_console_logging
+from sweep.schema import check_config
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +34,15 @@ def main(cfg: DictConfig, progress=None) -> int:
     model: nothing is built, compiled or written)."""
     ensure_console_logging()
     try:
-        check_config(cfg)
+        kind = kind_of(cfg)
+        check_config(cfg, kind)
         cfg = job_config(cfg)
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-        summary = run_job(cfg, config_yaml, progress=progress if progress is not None
-                          else bool(cfg.sweep.get("progress", True)))
-    except (ConfigError, ModelError, JobError) as err:
+        summary = engine.run(kind, cfg, config_yaml, progress=progress if progress is not None
+                             else bool(cfg.sweep.get("progress", True)))
+    except ModelError as err:        # ConfigError and StoreError are ModelErrors
         log.error("error: " + " ".join(str(err).split()))
         return 2
-    path = summary["path"]
-    ds = xr.open_zarr(path)
-    jobs.kind_of(cfg).report(ds, cfg, summary)   # summary, checks and pictures of the job kind
+    ds = xr.open_zarr(summary["path"])
+    kind.report(ds, cfg, summary)   # summary, checks and pictures of the job kind
     return 0

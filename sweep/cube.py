@@ -12,7 +12,7 @@ vehicle frame.
 Attributes: n_bodies, n_force_elements, n_dof, reference_bushing_left/right,
 config (resolved YAML) and provenance.
 
-Stores are created and written by :mod:`sweep.store` and :mod:`sweep.engine`;
+Stores are created and written by :mod:`sweep.store` and the job pipeline (:mod:`sweep.engine`);
 this module holds the provenance attributes and the NMSE report.
 """
 from __future__ import annotations

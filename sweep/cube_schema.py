@@ -10,9 +10,14 @@ right], ``axis`` = [x, y, z], ``component`` = [fx, fy, fz, mx, my, mz],
 ``wheel_centre_displacement`` (variant, time, side, axis), ``toe`` and
 ``camber`` (variant, time, side), ``bushing_force`` (variant, time, bushing,
 component), each with a ``units`` attribute; attributes ``n_bodies``,
-``n_force_elements``, ``n_dof`` (= 6 n_bodies), ``reference_bushing_left`` /
-``_right`` (bushings of the cube). K&C cubes (``cube_kind = kc``) have their
-own layout (:mod:`sweep.kc`); for them only the model attributes are checked.
+``n_force_elements``, ``n_dof`` (= 6 n_bodies + ``n_modal_coordinates``),
+``reference_bushing_left`` / ``_right`` (bushings of the cube).
+
+Every cube, of any kind (attribute ``cube_kind``; absent = time response):
+the ``variant`` coordinate, a ``status`` (variant,) with the status table of
+:mod:`sweep.status` in its attributes, the model attributes; and each
+variable a kind declares (its :class:`~sweep.engine.layout.Channel` table,
+``kinds`` = {name: channel table}) with its dims and units.
 """
 from __future__ import annotations
 
@@ -36,9 +41,23 @@ ATTRS = ("n_bodies", "n_force_elements", "n_dof",
 KC_ATTRS = ("n_bodies", "n_force_elements", "n_dof")
 
 
-def problems(ds):
-    """Yield one line per deviation of an ``xarray.Dataset`` from the schema."""
-    if ds.attrs.get("cube_kind") == "kc":
+def problems(ds, channels=None):
+    """Yield one line per deviation of an ``xarray.Dataset`` from the schema.
+
+    ``channels``: the job kind's channel table (e.g. ``KIND.channels`` or
+    the plan's), checked variable by variable (present, dims ending in the
+    channel's own dims, units); None: the public time-response table only."""
+    yield from _common(ds)
+    if channels is not None:
+        for ch in channels:
+            if ch.name not in ds:
+                yield f"missing variable {ch.name!r}"
+            elif tuple(ds[ch.name].dims[len(ds[ch.name].dims) - len(ch.dims):]) != tuple(ch.dims) \
+                    or ds[ch.name].dims[0] != "variant":
+                yield f"variable {ch.name!r} has dims {ds[ch.name].dims}, expected (variant, ..., {ch.dims})"
+            elif ds[ch.name].attrs.get("units") != ch.units:
+                yield f"variable {ch.name!r} has units {ds[ch.name].attrs.get('units')!r}, expected {ch.units!r}"
+    if ds.attrs.get("cube_kind", "time_response") != "time_response":
         yield from _model_attrs(ds, KC_ATTRS)
         return
     for name, values in COORDS.items():
@@ -66,17 +85,46 @@ def problems(ds):
                 yield f"reference_bushing_{side} {ref!r} is not a bushing of the cube"
 
 
+def _common(ds):
+    """What every cube shares: ``variant``, ``status`` (variant,) and its table."""
+    if "variant" not in ds.coords:
+        yield "missing coordinate 'variant'"
+    if "status" not in ds:
+        yield "missing variable 'status'"
+        return
+    if ds["status"].dims != ("variant",):
+        yield f"variable 'status' has dims {ds['status'].dims}, expected ('variant',)"
+    meanings = str(ds["status"].attrs.get("flag_meanings", "")).split()
+    values = [int(v) for v in np.atleast_1d(ds["status"].attrs.get("flag_values", []))]
+    if not meanings or len(meanings) != len(values):
+        yield "variable 'status' has no flag_values / flag_meanings table"
+    present = set(int(v) for v in np.unique(np.asarray(ds["status"].values)))
+    unknown = sorted(present - set(values)) if values else []
+    if unknown:
+        yield f"variable 'status' holds codes {unknown} that its flag_values do not list"
+
+
 def _model_attrs(ds, names):
     for name in names:
         if name not in ds.attrs:
             yield f"missing attribute {name!r}"
     if "n_bodies" in ds.attrs and "n_dof" in ds.attrs:
-        if int(ds.attrs["n_dof"]) != 6 * int(ds.attrs["n_bodies"]):
-            yield "n_dof is not 6 * n_bodies"
+        modal = int(ds.attrs.get("n_modal_coordinates", 0))
+        if int(ds.attrs["n_dof"]) != 6 * int(ds.attrs["n_bodies"]) + modal:
+            yield "n_dof is not 6 * n_bodies + n_modal_coordinates"
 
 
-def check(path):
+def check(path, channels=None):
     """Problems of the cube at ``path`` (opened with ``xarray.open_zarr``)."""
     import xarray as xr
     with xr.open_zarr(path) as ds:
-        return list(problems(ds))
+        return list(problems(ds, channels))
+
+
+def warn(ds, channels=None):
+    """Log every problem of a finished cube as a warning (logger ``sweep``)."""
+    import logging
+    if not bool(np.all(ds.chunk_done.values)):
+        return
+    for problem in problems(ds, channels):
+        logging.getLogger("sweep").warning(f"warning: cube schema: {problem}")

@@ -1,11 +1,14 @@
-"""Load cases from config: wheel-centre loads u(t) as an :class:`kernels.loads.Excitation`."""
+"""Load cases from config: wheel-centre loads u(t) as an
+:class:`kernels.loads.Excitation`, and the output sample grid of a run."""
+import math
+
 import numpy as np
 
 from kernels import loads
-from sweep.params import check_keys
-from sweep.schema import ConfigError, Float
-
 from kernels.names import COMPONENTS as CHANNELS, SIDES
+from sweep.params import check_keys
+from sweep.schema import ConfigError, Float, duration, fmt
+
 CHANGE_KEYS = {"time", "duration", *SIDES}
 
 
@@ -51,3 +54,18 @@ def build_excitation(cfg):
         amp = _loads({k: v for k, v in ch.items() if k in SIDES}, w)
         changes.append((t, dur, amp))
     return loads.excitation(base, changes), t0, t1
+
+
+def sample_grid(t_start, t_end, dt, every, every_key="output.every"):
+    """Number of output samples of a run from t_start to t_end at step dt,
+    writing every ``every``-th step; :class:`ConfigError` naming ``every_key``
+    (``sweep.every`` when the sweep sets it) or ``integrator.dt`` otherwise."""
+    span = t_end - t_start
+    n_steps = int(round(span / dt))
+    if n_steps < 1 or not math.isclose(n_steps * dt, span, rel_tol=0, abs_tol=1e-9):
+        raise ConfigError(f"integrator.dt = {fmt(dt)}: does not divide the load case duration "
+                          f"{duration(span)} s ({duration(t_start)} to {duration(t_end)} s)")
+    if every < 1 or n_steps % every:
+        raise ConfigError(f"{every_key} = {every}: must be >= 1 and divide the "
+                          f"{n_steps} steps of the run")
+    return n_steps // every + 1

@@ -459,3 +459,9 @@ def vehicle_table(veh) -> dict:
                              f"{'in [0, 1]' if key == 'front_brake_share' else '> 0'} [{VEHICLE_KEYS[key]}]")
         out[key] = val
     return out
+
+
+def model_from_config(model_cfg):
+    """The :class:`kernels.model.Model` of a model config (``cfg.model``)."""
+    from kernels.model import build_model
+    return build_model(build_tables(model_cfg))

@@ -159,8 +159,7 @@ def overview(ds, path, n_samples=5, before=0.05, after=0.5):
 
 DEG = 180.0 / np.pi
 A4_LANDSCAPE = (11.69, 8.27)              # inches
-KC_STATUS = {-1: "not run", 0: "ok", 1: "equilibrium failed", 2: "non-finite", 3: "load step failed"}
-KC_GOOD = (0, 3)                          # metrics valid (3: some load steps failed, NaN there)
+KC_GOOD = (0, 4)     # sweep.status OK, LOAD_STEP_FAILED: metrics valid (some load steps NaN)
 # step axis of each analysis: (label, sign convention)
 KC_STEP_LABEL = {
     "wheel_travel": ("wheel travel", "bump > 0"),
@@ -521,7 +520,9 @@ def kc_sheet(ds, path, max_variants=12):
                   color="0.4", va="top", ha="left", transform=ax_n.transAxes)
     _kc_table(fig.add_subplot(right[0, 0]), ds, ref, analysis)
 
-    counts = ", ".join(f"{int((status == k).sum())} {m}" for k, m in KC_STATUS.items() if (status == k).any())
+    from sweep.status import MEANINGS
+    counts = ", ".join(f"{int((status == k).sum())} {m.replace('_', ' ')}" for k, m in MEANINGS.items()
+                       if (status == k).any())
     what = analysis.replace("_", " ") + (f" ({mode})" if mode else "")
     fig.suptitle(f"K&C sheet - {ds.attrs.get('model', '?')}: {what}; {len(status)} variant(s): {counts}",
                  fontsize=12, weight="bold")

@@ -3,7 +3,7 @@
 Hydra rejects unknown keys when the config is composed; this module checks
 the *values*: every key of ``configs/config.yaml`` (and its groups) and of
 ``configs/tune.yaml`` has a type and, where it matters, a range, declared in
-the tables :data:`JOB` and :data:`TUNE` below. A wrong value ends with one
+the tables below (:func:`job_schema` with the job kind's load-case table, :data:`TUNE`). A wrong value ends with one
 :class:`ConfigError` line ``<key> = <value>: <reason>`` naming the key as it
 is written on the command line, before a model is built or anything is
 compiled. Semantic checks that need the model (element patterns, bounds
@@ -13,8 +13,8 @@ against a design table, curves) stay where the model is (``sweep.params``,
 Why an explicit table and not Hydra structured configs: the model configs
 are free-form trees (hardpoints, body and element maps), ``sweep.parameters``
 and ``objectives`` are user-named maps, and the load-case group holds two
-schemas (time response and K&C); a table keeps the YAML groups as they are
-and still rejects every wrong type with the key named.
+schemas (one per job kind, :mod:`sweep.kinds`); a table keeps the YAML
+groups as they are and still rejects every wrong type with the key named.
 """
 from __future__ import annotations
 
@@ -218,21 +218,6 @@ INTEGRATOR = Map({
     "name": Str(), "dt": Float(gt=0, unit="s"), "relinearise_every": Int(ge=1), "solver": Str(),
     "rtol": Float(gt=0), "atol_coordinates": Float(gt=0), "atol_speeds": Float(gt=0),
 })
-LOADCASE = Map({
-    "name": Str(), "kind": Str(choices=("time_response", "kc", "modes")), "description": Str(),
-    # time response
-    "t_start": Float(unit="s"), "t_end": Float(unit="s"), "wheel_loads": LOADS,
-    "changes": Optional(List(Map({"time": Float(unit="s"), "duration": Float(ge=0, unit="s"),
-                                  "left": Map(values=Float()), "right": Map(values=Float())}))),
-    "nmse_window": List(Float(unit="s"), length=2),
-    # K&C
-    "analysis": Str(), "mode": Str(), "travel": List(Float(unit="m"), length=2),
-    # (types only: sweep.kc.load_case checks the ranges, with the model's K&C conventions)
-    "load": List(Float(), length=2), "steps": Int(), "loaded_radius": Float(unit="m"),
-    "brake_lock_stiffness": Float(), "tolerance": Float(), "max_iterations": Int(),
-    # modes (sweep.modes.load_case checks the ranges)
-    "n_modes": Int(),
-})
 SWEEP = Map({
     "design": Str(), "n_variants": Int(), "seed": Int(ge=0), "parameters": Optional(Each(PARAMETER)),
     "start": Optional(Float(unit="s")), "every": Optional(Int(ge=1)),
@@ -250,8 +235,12 @@ OUTPUT = Map({
                        reason="must be null, a pattern or a list of patterns"),
 })
 CACHE = Map({"enabled": Bool(), "dir": Optional(Str())})
-JOB = Map({"integrator": INTEGRATOR, "loadcase": LOADCASE, "sweep": SWEEP, "output": OUTPUT,
-           "cache": CACHE})
+
+
+def job_schema(loadcase):
+    """The job config's table with the job kind's load-case table."""
+    return Map({"integrator": INTEGRATOR, "loadcase": loadcase, "sweep": SWEEP, "output": OUTPUT,
+                "cache": CACHE})
 
 OBJECTIVE = {"metric": Str(), "target": Float(), "weight": Float(ge=0), "scale": Optional(Float(gt=0)),
              "side": Str()}
@@ -370,33 +359,14 @@ def duration(seconds) -> str:
     return f"{seconds:.12g}"
 
 
-def check_time_grid(job):
-    """dt divides the run and the output thinning divides the steps, with the
-    key that set each (``sweep.start`` / ``loadcase.t_start``,
-    ``sweep.every`` / ``output.every``)."""
-    from sweep.job import sample_grid
-    lc, sw = job.get("loadcase") or {}, job.get("sweep") or {}
-    if lc.get("kind", "time_response") != "time_response" or "t_end" not in lc:
-        return
-    t0 = sw["start"] if sw.get("start") is not None else lc.get("t_start", 0.0)
-    t0_key = "sweep.start" if sw.get("start") is not None else "loadcase.t_start"
-    t1 = lc["t_end"]
-    if not t1 > t0:
-        fail(t0_key, t0, f"must be before loadcase.t_end = {fmt(float(t1))}")
-    every_key = "sweep.every" if sw.get("every") is not None else "output.every"
-    every = sw["every"] if sw.get("every") is not None else (job.get("output") or {}).get("every", 1)
-    dt = (job.get("integrator") or {}).get("dt")
-    if dt is not None:
-        sample_grid(float(t0), float(t1), float(dt), int(every), every_key=every_key)
-
-
-def check_config(cfg):
-    """Check a job config (``python -m sweep``) before anything is built.
-    Returns the resolved plain config."""
+def check_config(cfg, kind):
+    """Check a job config (``python -m sweep``) of job kind ``kind``
+    (:class:`sweep.kinds.base.JobKind`: its load-case table and semantic
+    checks) before anything is built. Returns the resolved plain config."""
     job = plain(cfg)
-    JOB.check(job, "")
+    job_schema(kind.loadcase).check(job, "")
     check_model(job.get("model"))
-    check_time_grid(job)
+    kind.check(job)
     check_output_path((job.get("output") or {}).get("path"))
     return job
 

@@ -59,10 +59,6 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger("sweep")
 
-# 3: the integrator's own error estimate (ROS34PW2) exceeded integrator.rtol /
-# atol_*: values kept, to be trusted less (time-response cubes; K&C cubes use 3
-# for "a load step failed", sweep/kc.py)
-STATUS_MEANINGS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "inaccurate"}
 INTEGRITY = "_integrity"
 STALE_INIT_S = 3600.0       # an .init-* folder of another host older than this is abandoned
 

@@ -1,7 +1,7 @@
 """Trace cache: a job's traced chunk runner, kept on disk as a serialized
 ``jax.export`` artifact (StableHLO) next to JAX's persistent compilation cache.
 
-Why: the persistent compilation cache (``sweep.entry.setup``) removes XLA's
+Why: the persistent compilation cache (``sweep.runtime.setup``) removes XLA's
 compile on a second run, but JAX still *traces* the chunk runner (the model's
 force elements, the static-equilibrium Newton loop, the Rosenbrock step and
 the block solver: ~8 s of Python on this machine for the double wishbone)

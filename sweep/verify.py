@@ -17,7 +17,16 @@ from __future__ import annotations
 import sys
 
 from sweep import cube_schema
+from sweep.kinds import kinds
 from sweep.store import verify_store
+
+
+def _channels(path):
+    """The channel table of the cube's job kind (attribute ``cube_kind``)."""
+    import xarray as xr
+    with xr.open_zarr(path) as ds:
+        kind = kinds().get(ds.attrs.get("cube_kind", "time_response"))
+    return kind.channels if kind is not None else None
 
 
 def verify(path):
@@ -26,7 +35,7 @@ def verify(path):
     if s["n_chunks"] == 0 and problems:
         return [f"{path}: {p}" for p in problems], None
     try:
-        problems = [f"{path}: {p}" for p in cube_schema.check(path)] + \
+        problems = [f"{path}: {p}" for p in cube_schema.check(path, _channels(path))] + \
                    [f"{path}: {p}" for p in problems]
     except Exception as err:  # noqa: BLE001 - does not open as a dataset
         problems = [f"{path}: does not open with xarray ({type(err).__name__}: {err})"] + problems

@@ -40,7 +40,7 @@ batched multi-start optimiser, start points, gradient check),
 output); the names are re-exported here. Response vocabulary and units:
 :mod:`sweep.tune.problem`.
 """
-from sweep.tune.optimiser import (ARMIJO, OPTIMIZERS, _STEPS, _init_state, _step_fn, compiled_step,  # noqa: F401
+from sweep.tune.optimiser import (ARMIJO, OPTIMIZERS, compiled_step,  # noqa: F401
                                   evaluate, gradient_check, make_optimizer, optimise, parameter_point,
                                   start_points)
 from sweep.tune.problem import (CONSTRAINT_KEYS, CONSTRAINT_TOLERANCE, CONSTRAINT_WEIGHT,  # noqa: F401

@@ -208,7 +208,7 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
 
 def main(cfg: DictConfig, progress=True) -> int:
     """Run a tuning config; 0, or 2 after a one-line error (nothing built or written)."""
-    from sweep.entry import ensure_console_logging
+    from sweep.runtime import ensure_console_logging
     from sweep.schema import ConfigError, check_tune_config
     ensure_console_logging()
     try:

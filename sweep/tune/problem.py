@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 
 from kernels import kc, loads, metrics, statics
 from kernels.model import ModelError
-from sweep.job import model_from_config
+from sweep.model_builder import model_from_config
 from sweep.params import build_parameters, check_keys
 from sweep.schema import ConfigError, Float, fmt
 

@@ -18,8 +18,8 @@ Cube: dims ``variant``, ``mode`` (0 = lowest frequency), ``body``,
 ``eigenvalue_real``, ``eigenvalue_imag`` [1/s], ``body_energy`` (variant,
 mode, body), ``bushing_energy`` (variant, mode, bushing), ``n_overdamped``
 (variant), ``status``, ``equilibrium_iterations``, one variable per swept
-parameter. Everything around it (chunks, store, resume, stops) is
-:mod:`sweep.engine`.
+parameter. Everything around it (chunks, store, resume, stops) is the one
+job pipeline, :func:`sweep.engine.run`.
 
 The nonsymmetric eigensolver (``jnp.linalg.eig``) is XLA's CPU routine: on an
 accelerator the chunk runner of this kind runs on the host CPU (its inputs are
@@ -37,20 +37,20 @@ from omegaconf import OmegaConf
 
 from kernels import kc
 from kernels import modes as kmodes
-from sweep import engine
+from sweep import cube_schema, status
 from sweep.cube import provenance
 from sweep.design import make_design
-from sweep.engine import Channel
-from sweep.job import model_from_config
+from sweep.engine import layout, log_run, mapping
+from sweep.engine.layout import Channel
+from sweep.kinds.base import JobKind, Plan, Runner
+from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
-from sweep.schema import ConfigError
+from sweep.schema import ConfigError, Int, Map, Str
 
 log = logging.getLogger("sweep")
 
-KIND = "modes"
-STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite"}
+NAME = "modes"
 KNOWN_KEYS = {"name", "kind", "n_modes", "tolerance", "max_iterations", "mirror", "description"}
-VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
 
 CHANNELS = [
     Channel("frequency", (), "Hz", "undamped natural frequency |lambda| / 2 pi of the mode"),
@@ -94,7 +94,7 @@ def channel_shapes(model, n_modes):
     return {c.name: tuple(sizes[d] for d in c.dims) for c in CHANNELS}
 
 
-def prepare(cfg) -> dict:
+def _plan(cfg) -> Plan:
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
     model = model_from_config(cfg.model)
     n = model.topology.n_dof
@@ -110,10 +110,19 @@ def prepare(cfg) -> dict:
     # chunk is split over the CPU devices where JAX's default backend is the
     # CPU (default: one per core, at most two), else it runs on one CPU core
     cpu_job = jax.default_backend() == "cpu"
-    shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, lc["n_modes"]),
-                                           2 * n, max_devices=None if cpu_job else 1)
-    return dict(model=model, pset=pset, X=X, lc=lc, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
-                shapes=shapes)
+    shard, nsh, n_dev, C = mapping.chunking(sw, len(X), layout.output_bytes(CHANNELS, shapes, lc["n_modes"]),
+                                            2 * n, max_devices=None if cpu_job else 1)
+    topo = model.topology
+    K = lc["n_modes"]
+    coords = {
+        "variant": (np.arange(len(X), dtype=np.int64), {}),
+        "mode": (np.arange(K, dtype=np.int64), {"long_name": "mode number, by increasing frequency"}),
+        "body": (np.array(topo.body_names), {}),
+        "bushing": (np.array(topo.bushing_names), {}),
+    }
+    return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
+                micro_batch=None, channels=tuple(CHANNELS), shapes=shapes, coords=coords, lead=(("mode", K, K),),
+                iterations_long_name="Newton iterations of the design position", case=lc)
 
 
 def make_variant(model, pset, lc, start=None):
@@ -136,9 +145,10 @@ def make_variant(model, pset, lc, start=None):
                "symmetry": md.symmetry, "n_overdamped": md.n_overdamped.astype(jnp.float64),
                "mirror_split": md.mirror.astype(jnp.float64)}
         finite = jnp.all(jnp.isfinite(md.frequency[:1]))
-        status = jnp.where(eq.converged, jnp.where(finite, 0, 2), 1).astype(jnp.int8)
-        out = jax.tree_util.tree_map(lambda a: jnp.where(status == 0, a, jnp.nan), out)
-        return out, status, eq.iterations
+        code = jnp.where(eq.converged, jnp.where(finite, status.OK, status.NON_FINITE),
+                         status.EQUILIBRIUM_FAILED).astype(jnp.int8)
+        out = jax.tree_util.tree_map(lambda a: jnp.where(code == status.OK, a, jnp.nan), out)
+        return out, code, eq.iterations
     return variant
 
 
@@ -159,55 +169,9 @@ def chunk_runner(model, pset, lc, n_dev=1):
         return jax.lax.map(make_variant(model, pset, lc, start), thetas)
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
-        run = jax.shard_map(run, mesh=engine._mesh(n_dev), in_specs=P("variant"), out_specs=P("variant"),
+        run = jax.shard_map(run, mesh=mapping.mesh(n_dev), in_specs=P("variant"), out_specs=P("variant"),
                             check_vma=False)
     return jax.jit(run)
-
-
-def store_spec(job):
-    topo = job["model"].topology
-    n, K = len(job["X"]), job["lc"]["n_modes"]
-    coords = {
-        "variant": (np.arange(n, dtype=np.int64), {}),
-        "mode": (np.arange(K, dtype=np.int64), {"long_name": "mode number, by increasing frequency"}),
-        "body": (np.array(topo.body_names), {}),
-        "bushing": (np.array(topo.bushing_names), {}),
-    }
-    return engine.store_spec(job, coords, CHANNELS, job["shapes"], (("mode", K, K),), STATUS,
-                             "Newton iterations of the design position")
-
-
-def cube_attrs(job, cfg_yaml):
-    topo = job["model"].topology
-    return {"n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
-            "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml, "cube_kind": KIND,
-            "linearised_at": "design position: wheel centres at design height, gravity only, "
-                              "vertical wheel loads found (kernels.kc.design_position), at rest",
-            "parameters": list(job["pset"].names), "chunk_size": int(job["chunk"]), **provenance()}
-
-
-def run(cfg, cfg_yaml, progress=None):
-    """Run (or resume) a modes job into its cube. Returns a summary dict."""
-    job = prepare(cfg)
-    pset = job["pset"]
-    summary = {"kind": KIND, "n_modes": job["lc"]["n_modes"]}
-
-    def build_runner():
-        C = job["chunk"]            # after engine.open_job_store: a resumed store keeps its chunks
-        n_dev = job["n_dev"]
-        runner = chunk_runner(job["model"], pset, job["lc"], n_dev)
-        what = (f"modes chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
-                f"design position + {2 * job['model'].topology.n_dof}-state eigenproblem"
-                f"{' (split by mirror symmetry where a variant is symmetric)' if job['lc']['mirror'] else ''}, "
-                f"{C} variant(s) per chunk on "
-                + (engine.devices_note(n_dev) if n_dev > 1 else "the CPU"))
-        from sweep.tracecache import fingerprint
-        key = fingerprint(KIND, C, job["model"], pset, job["lc"], "sequential-v2")
-        return engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), n_dev, what, key=key,
-                                           device=None if n_dev > 1 else jax.devices("cpu")[0])
-    return engine.run_chunks(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml),
-                             engine.job_identity(cfg, VOLATILE, drop=("integrator",)), summary,
-                             build_runner, [c.name for c in CHANNELS], progress)
 
 
 def report(ds, cfg, s):
@@ -216,9 +180,9 @@ def report(ds, cfg, s):
     log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
              f"{a['n_dof']} DOF; modes at the design position, {s['n_modes']} lowest; design "
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
-    status = ds.status.values
-    engine.log_run(s, status, STATUS)
-    ok = np.nonzero(status == 0)[0]
+    codes = ds.status.values
+    log_run(log, s, codes, KIND.status)
+    ok = np.nonzero(codes == status.OK)[0]
     if len(ok):
         v = int(ok[0])
         d = ds.isel(variant=v)
@@ -234,3 +198,48 @@ def report(ds, cfg, s):
                      f"{str(ds.body.values[int(np.nanargmax(b))]):28s} {np.nanmax(b):5.2f}  "
                      f"{str(ds.bushing.values[int(np.nanargmax(e))]):32s} {np.nanmax(e):5.2f}")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
+    cube_schema.warn(ds, KIND.channels)
+
+
+class Modes(JobKind):
+    name = NAME
+    channels = tuple(CHANNELS)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE)
+    # types only: load_case checks the ranges
+    loadcase = Map({"name": Str(), "kind": Str(), "description": Str(), "n_modes": Int(),
+                    "max_iterations": Int()})
+    volatile = ("shard", "num_shards", "progress", "start", "every", "verify")
+    drop = ("integrator",)     # no time integration in a modes job
+
+    def plan(self, cfg):
+        return _plan(cfg)
+
+    def runner(self, plan):
+        lc, topo, n_dev = plan.case, plan.model.topology, plan.n_dev
+        fn = chunk_runner(plan.model, plan.pset, lc, n_dev)
+        what = (f"modes chunk runner: {topo.name} ({topo.n_dof} DOF), "
+                f"design position + {2 * topo.n_dof}-state eigenproblem"
+                f"{' (split by mirror symmetry where a variant is symmetric)' if lc['mirror'] else ''}, "
+                f"{plan.chunk} variant(s) per chunk on "
+                + (mapping.devices_note(n_dev) if n_dev > 1 else "the CPU"))
+        from sweep.tracecache import fingerprint
+        key = fingerprint(NAME, plan.chunk, plan.model, plan.pset, lc, "sequential-v2")
+        return Runner(fn, np.tile(plan.pset.nominal, (plan.chunk, 1)), what, key=key,
+                      device=None if n_dev > 1 else jax.devices("cpu")[0])
+
+    def summary(self, plan):
+        return {"n_modes": plan.case["n_modes"]}
+
+    def attrs(self, plan, cfg_yaml):
+        topo = plan.model.topology
+        return {"n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+                "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml, "cube_kind": NAME,
+                "linearised_at": "design position: wheel centres at design height, gravity only, "
+                                  "vertical wheel loads found (kernels.kc.design_position), at rest",
+                "parameters": list(plan.pset.names), "chunk_size": int(plan.chunk), **provenance()}
+
+    def report(self, ds, cfg, s):
+        report(ds, cfg, s)
+
+
+KIND = Modes()

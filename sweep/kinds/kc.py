@@ -5,15 +5,14 @@ variant of the design, the rig analysis of :mod:`kernels.kc`: the design
 position (wheel centres at design height), all K&C metrics there (exact
 derivatives), and the nonlinear curve of the load case's analysis (wheel
 travel, or a force / torque in steps). Variants run in vmapped chunks
-through the same resumable store machinery as time-response jobs
-(:mod:`sweep.store`): created atomically before any compute, each finished
+through the one job pipeline (:func:`sweep.engine.run`; store
+:mod:`sweep.store`): created atomically before any compute, each finished
 chunk checksummed and flagged, reruns verify and skip finished chunks
 (damaged ones are recomputed), shards share a store, a lock file keeps a
 second process off it, SIGINT / SIGTERM stop cleanly.
 
-Entry points: ``python -m sweep loadcase=kc_wheel_travel ...`` (dispatch in
-:func:`sweep.jobs.run_job`) and ``python -m sweep.kc loadcase=...`` (this
-module's Hydra app, which also prints the K&C summary).
+Run as ``python -m sweep loadcase=kc_wheel_travel ...`` (the job kind
+``kc``, :data:`KIND`).
 
 Cube (``xarray.open_zarr``): dims ``variant``, the step dimension ``travel``
 [m] (wheel travel), ``force`` [N] or ``torque`` [N m] (force analyses), ``side``,
@@ -35,32 +34,30 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from kernels import kc
-from kernels.model import ModelError
 from kernels.names import AXES, COMPONENT_UNITS, DIRECTIONS
-from sweep import engine
+from sweep import cube_schema, status
 from sweep.cube import provenance
 from sweep.design import make_design
-from sweep.engine import Channel
-from sweep.job import model_from_config
+from sweep.engine import layout, log_run, mapping
+from sweep.engine.layout import Channel
+from sweep.kinds.base import JobKind, Plan, Runner
+from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
-from sweep.schema import ConfigError
+from sweep.schema import ConfigError, Float, Int, List, Map, Str
 
 log = logging.getLogger("sweep")
 
-KIND = "kc"
+NAME = "kc"
 
-STATUS = {-1: "not_run", 0: "ok", 1: "equilibrium_failed", 2: "non_finite", 3: "load_step_failed"}
 KNOWN_KEYS = {"name", "kind", "analysis", "mode", "travel", "load", "rack", "steps", "loaded_radius", "ride_load",
               "brake_lock_stiffness", "tolerance", "max_iterations", "description"}
-VOLATILE = ("shard", "num_shards", "progress", "start", "every", "verify")
 CONVENTIONS = (
     "vehicle frame x forward, y left, z up; toe (+ = toe-in) and camber (+ = top out) per DIN 70000; "
     "design position = wheel centres at design height (vertical forces found), gravity only; "
@@ -73,11 +70,6 @@ CONVENTIONS = (
     "= wheel centre - loaded_radius * e_z; brakes locked (wheel bearing stiffened about the spin axis); "
     "compliance_matrix: one wheel loaded, d(x,y,z,rx,ry,rz)/d(fx,fy,fz,mx,my,mz) at the wheel "
     "centre, SI. See docs/kc_and_tuning.md.")
-
-
-def is_kc(cfg) -> bool:
-    from sweep.jobs import kind_name
-    return kind_name(cfg) == KIND
 
 
 def _range(lc, key, unit):
@@ -166,7 +158,7 @@ def start_position(m, lc):
     return kc.ride_position(m, lc["ride_wheel_load"], tol=lc["tol"], max_iter=lc["max_iter"])
 
 
-def prepare_kc(cfg) -> dict:
+def _plan(cfg) -> Plan:
     """Everything a K&C job needs, validated before any compute."""
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
     model = model_from_config(cfg.model)
@@ -177,19 +169,33 @@ def prepare_kc(cfg) -> dict:
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
-    lock_index = kc.brake_lock_index(model)
+    lc["lock_index"] = kc.brake_lock_index(model)
     shapes = channel_shapes()
-    shard, nsh, n_dev, C = engine.chunking(sw, len(X), engine.output_bytes(CHANNELS, shapes, len(lc["amplitudes"])),
-                                           model.topology.n_dof + 2)
+    S = len(lc["amplitudes"])
+    shard, nsh, n_dev, C = mapping.chunking(sw, len(X), layout.output_bytes(CHANNELS, shapes, S),
+                                            model.topology.n_dof + 2)
+    dim = lc["dim"]
+    coords = {
+        "variant": (np.arange(len(X), dtype=np.int64), {}),
+        dim: (np.asarray(lc["amplitudes"], float), {"units": lc["units"], "long_name": lc["long_name"]}),
+        "side": (np.array(list(kc.SIDES)), {}),
+        "axis": (np.array(AXES), {}),
+        "component": (np.array(list(kc.LOADS)), {}),
+        "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
+                            ("component",)),
+        "dof": (np.array(list(DIRECTIONS)), {"long_name": "wheel-centre translation x, y, z [m] and "
+                                                         "small rotation rx, ry, rz [rad], vehicle frame"}),
+    }
     # one device: the design-position Newton loop inside a multi-device
-    # computation stalled XLA's CPU client (sweep.engine.StagedRunner)
-    return dict(model=model, pset=pset, X=X, lc=lc, lock_index=lock_index, shard=shard,
-                num_shards=nsh, chunk=C, n_dev=1, shapes=shapes)
+    # computation stalled XLA's CPU client (sweep.engine.mapping.StagedRunner)
+    return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=1, micro_batch=None,
+                channels=tuple(CHANNELS), shapes=shapes, coords=coords, lead=((dim, S, S),),
+                iterations_long_name="Newton iterations of the design position", case=lc)
 
 
 def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
     """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations),
-    each of ``n_dev`` devices mapping its own slice (``sweep.engine.map_variants``)."""
+    each of ``n_dev`` devices mapping its own slice (:func:`sweep.engine.mapping.map_variants`)."""
     R = lc["loaded_radius"]
     amps = lc["amplitudes"]
 
@@ -210,23 +216,16 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
         # vehicle data) is NaN by design, not a failure
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for k, a in met.items()
                                     if k not in kc.OPTIONAL_METRICS]))
-        status = jnp.where(~eq.converged, 1, jnp.where(~finite, 2, jnp.where(
-            jnp.all(curve["converged"]), 0, 3))).astype(jnp.int8)
-        good = (status == 0) | (status == 3)
+        code = jnp.where(~eq.converged, status.EQUILIBRIUM_FAILED, jnp.where(~finite, status.NON_FINITE, jnp.where(
+            jnp.all(curve["converged"]), status.OK, status.LOAD_STEP_FAILED))).astype(jnp.int8)
+        good = (code == status.OK) | (code == status.LOAD_STEP_FAILED)
         met = jax.tree_util.tree_map(lambda a: jnp.where(good, a, jnp.nan), met)
         ok_step = curve.pop("converged") & good
         curve = {k: jnp.where(ok_step.reshape((-1,) + (1,) * (v.ndim - 1)), v, jnp.nan)
                  for k, v in curve.items()}
-        return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, status, eq.iterations
+        return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, code, eq.iterations
 
-    return engine.map_variants(variant, n_dev)
-
-
-def job_identity(cfg):
-    """The resolved config text that defines a K&C job's results (as
-    :func:`sweep.engine.job_identity`, also without the integrator: no time
-    integration in a K&C job)."""
-    return engine.job_identity(cfg, VOLATILE, drop=("integrator",))
+    return mapping.map_variants(variant, n_dev)
 
 
 # The channels of a K&C cube, in store order: the curves along the load
@@ -258,78 +257,18 @@ def channel_shapes():
     return {c.name: tuple(SIZES[d] for d in c.dims) for c in CHANNELS}
 
 
-def store_spec(job):
-    X, lc = job["X"], job["lc"]
-    n, S = len(X), len(lc["amplitudes"])
-    dim = lc["dim"]
-    coords = {
-        "variant": (np.arange(n, dtype=np.int64), {}),
-        dim: (np.asarray(lc["amplitudes"], float), {"units": lc["units"], "long_name": lc["long_name"]}),
-        "side": (np.array(list(kc.SIDES)), {}),
-        "axis": (np.array(AXES), {}),
-        "component": (np.array(list(kc.LOADS)), {}),
-        "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
-                            ("component",)),
-        "dof": (np.array(list(DIRECTIONS)), {"long_name": "wheel-centre translation x, y, z [m] and "
-                                                         "small rotation rx, ry, rz [rad], vehicle frame"}),
-    }
-    return engine.store_spec(job, coords, CHANNELS, job["shapes"], ((dim, S, S),), STATUS,
-                             "Newton iterations of the design position")
-
-
-def cube_attrs(job, cfg_yaml):
-    topo = job["model"].topology
-    lc = job["lc"]
-    rows, _ = job["lock_index"]
-    return {
-        "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
-        "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml,
-        "cube_kind": "kc", "analysis": lc["analysis"], "travel_mode": lc["mode"] or "",
-        "loaded_radius_m": lc["loaded_radius"], "brake_lock_stiffness_Nm_per_rad": lc["brake_lock"],
-        "brake_locked_bushings": [topo.bushing_names[i] for i in rows],
-        "steering_rack": topo.tables.get("steering_rack") or "off: the steering joints act on the body / subframe "
-                                                             "(no steering compliance)",
-        "steering_joints": list((topo.tables.get("steering_joints") or {}).values()),
-        "ride_load": (f"{lc['ride']}: start at the static equilibrium under {lc['ride_wheel_load']:.1f} N per "
-                      "wheel, its wheel-centre heights held" if lc["ride_wheel_load"] is not None
-                      else "design: wheel centres at design height, vertical wheel loads found"),
-        "conventions": CONVENTIONS, "parameters": list(job["pset"].names),
-        "chunk_size": int(job["chunk"]), **provenance(),
-    }
-
-
-def run(cfg, cfg_yaml, progress=None):
-    """Run (or resume) a K&C job into its cube. Returns a summary dict."""
-    job = prepare_kc(cfg)
-    pset = job["pset"]
-    summary = {"kind": KIND, "analysis": job["lc"]["analysis"], "steps": len(job["lc"]["amplitudes"])}
-
-    def build_runner():
-        C = job["chunk"]            # after engine.open_job_store: a resumed store keeps its chunks
-        runner = make_kc_runner(job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
-        what = (f"K&C chunk runner: {job['model'].topology.name} ({job['model'].topology.n_dof} DOF), "
-                f"design position + {job['lc']['analysis']} ({len(job['lc']['amplitudes'])} steps), "
-                f"{C} variant(s) per chunk on {job['n_dev']} device(s)")
-        from sweep.tracecache import fingerprint
-        key = fingerprint(KIND, C, job["model"], pset, job["lc"], job["lock_index"], job["n_dev"])
-        return engine.compile_chunk_runner(runner, np.tile(pset.nominal, (C, 1)), job["n_dev"], what, key=key)
-    return engine.run_chunks(cfg, job, store_spec(job), cube_attrs(job, cfg_yaml), job_identity(cfg), summary,
-                             build_runner, [c.name for c in CHANNELS], progress)
-
-
 def report(ds, cfg, s):
     """Log the K&C job summary (logger ``sweep``; console and Hydra job log):
     status counts and the metrics of the first good variant."""
-    engine.ensure_console()
     a = ds.attrs
     mode = f" ({a['travel_mode']})" if a.get("travel_mode") else ""
     log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
              f"{a['n_dof']} DOF; K&C load case {cfg.loadcase.name}: {a['analysis']}{mode}, "
              f"{s.get('steps')} steps; design "
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
-    status = ds.status.values
-    engine.log_run(s, status, STATUS)
-    ok = np.nonzero((status == 0) | (status == 3))[0]
+    codes = ds.status.values
+    log_run(log, s, codes, KIND.status)
+    ok = np.nonzero(np.isin(codes, (status.OK, status.LOAD_STEP_FAILED)))[0]
     if len(ok):
         v = int(ok[0])
         log.info(f"K&C metrics of variant {v} (left / right):")
@@ -339,6 +278,7 @@ def report(ds, cfg, s):
         for name, (units, _) in kc.AXLE_METRICS.items():
             log.info(f"  {name:34s} {float(ds[name].values[v]):11.4g}  (axle)  {units}")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
+    cube_schema.warn(ds, KIND.channels)
     if s.get("variants_run") and bool(np.all(ds.chunk_done.values)):
         try:
             from sweep.plots import kc_sheet
@@ -348,24 +288,60 @@ def report(ds, cfg, s):
             log.warning(f"warning: K&C sheet failed: {err}")
 
 
-def main(cfg: DictConfig, progress=None) -> int:
-    """Run a K&C job (``loadcase.kind: kc``) and print its summary; 2 on a bad config."""
-    import xarray as xr
-    config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
-    try:
-        if not is_kc(cfg):
-            raise ConfigError(f"loadcase.kind = {cfg.loadcase.get('kind', 'time_response')!r}: "
-                             "python -m sweep.kc runs K&C load cases (loadcase=kc_*)")
-        from sweep.jobs import run_job
-        summary = run_job(cfg, config_yaml, progress=progress if progress is not None
-                                 else bool(cfg.sweep.get("progress", True)))
-    except ModelError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    report(xr.open_zarr(summary["path"]), cfg, summary)
-    return 0
 
 
-if __name__ == "__main__":
-    from sweep.entry import hydra_app
-    hydra_app(main, "config")()
+class KinematicsAndCompliance(JobKind):
+    name = NAME
+    channels = tuple(CHANNELS)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.LOAD_STEP_FAILED)
+    # types only: load_case checks the ranges, with the model's K&C conventions
+    loadcase = Map({
+        "name": Str(), "kind": Str(), "description": Str(),
+        "analysis": Str(), "mode": Str(), "travel": List(Float(unit="m"), length=2),
+        "load": List(Float(), length=2), "steps": Int(), "loaded_radius": Float(unit="m"),
+        "brake_lock_stiffness": Float(), "tolerance": Float(), "max_iterations": Int(),
+    })
+    volatile = ("shard", "num_shards", "progress", "start", "every", "verify")
+    drop = ("integrator",)     # no time integration in a K&C job
+
+    def plan(self, cfg):
+        return _plan(cfg)
+
+    def runner(self, plan):
+        lc, topo = plan.case, plan.model.topology
+        fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev)
+        what = (f"K&C chunk runner: {topo.name} ({topo.n_dof} DOF), "
+                f"design position + {lc['analysis']} ({len(lc['amplitudes'])} steps), "
+                f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
+        from sweep.tracecache import fingerprint
+        key = fingerprint(NAME, plan.chunk, plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev)
+        return Runner(fn, np.tile(plan.pset.nominal, (plan.chunk, 1)), what, key=key)
+
+    def summary(self, plan):
+        return {"analysis": plan.case["analysis"], "steps": len(plan.case["amplitudes"])}
+
+    def attrs(self, plan, cfg_yaml):
+        topo = plan.model.topology
+        lc = plan.case
+        rows, _ = lc["lock_index"]
+        return {
+            "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+            "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml,
+            "cube_kind": NAME, "analysis": lc["analysis"], "travel_mode": lc["mode"] or "",
+            "loaded_radius_m": lc["loaded_radius"], "brake_lock_stiffness_Nm_per_rad": lc["brake_lock"],
+            "brake_locked_bushings": [topo.bushing_names[i] for i in rows],
+            "steering_rack": topo.tables.get("steering_rack") or "off: the steering joints act on the body / "
+                                                                 "subframe (no steering compliance)",
+            "steering_joints": list((topo.tables.get("steering_joints") or {}).values()),
+            "ride_load": (f"{lc['ride']}: start at the static equilibrium under {lc['ride_wheel_load']:.1f} N per "
+                          "wheel, its wheel-centre heights held" if lc["ride_wheel_load"] is not None
+                          else "design: wheel centres at design height, vertical wheel loads found"),
+            "conventions": CONVENTIONS, "parameters": list(plan.pset.names),
+            "chunk_size": int(plan.chunk), **provenance(),
+        }
+
+    def report(self, ds, cfg, s):
+        report(ds, cfg, s)
+
+
+KIND = KinematicsAndCompliance()

@@ -1,0 +1,52 @@
+"""The one job pipeline: ``run(kind, cfg)`` for every job kind.
+
+A job kind (:mod:`sweep.kinds`) plans the job and supplies the per-variant
+function; :func:`run` owns the rest: the store layout
+(:mod:`sweep.engine.layout`), opening / verifying / resuming the store,
+compiling once and streaming the chunks (:mod:`sweep.engine.stream`), the
+mapping over devices (:mod:`sweep.engine.mapping`) and clean stops
+(:mod:`sweep.engine.stops`).
+"""
+from __future__ import annotations
+
+from sweep import status as status_table
+from sweep.engine import layout, stream
+from sweep.engine.stops import RunContext
+from sweep.runtime import ensure_console_logging
+
+
+def run(kind, cfg, cfg_yaml, progress=None):
+    """Run (or resume) the job of ``cfg`` with ``kind`` into its cube; returns
+    the summary dict (path, n_variants, chunk, n_chunks, todo, devices,
+    compile_s, run_s, variants_run and the kind's own entries). SIGINT /
+    SIGTERM stop it cleanly; the store locks are released whatever happens."""
+    ensure_console_logging()
+    with RunContext() as ctx:
+        plan = kind.plan(cfg)
+        spec = layout.store_spec(plan)
+        attrs = {**kind.attrs(plan, cfg_yaml), "cube_kind": kind.name}
+        identity = layout.job_identity(cfg, kind.volatile, drop=kind.drop)
+        path, store, _, todo, plan = stream.open_store(ctx, cfg, plan, spec, attrs, identity)
+        n, C = len(plan.X), plan.chunk
+        summary = {"kind": kind.name, **kind.summary(plan), "path": path, "n_variants": n, "chunk": C,
+                   "n_chunks": -(-n // C), "todo": len(todo), "compile_s": 0.0, "run_s": 0.0,
+                   "variants_run": 0, "devices": plan.n_dev}
+        if todo:
+            run_chunk, summary["compile_s"] = stream.compile_runner(ctx, kind.runner(plan), plan.n_dev)
+            stream.stream_chunks(ctx, plan, store, todo, run_chunk, [c.name for c in plan.channels],
+                                 progress, summary)
+        ctx.checkpoint()
+    return summary
+
+
+def log_run(log, s, status, codes=None):
+    """Log what a job run did (wall time, or that nothing was left) and the
+    status counts of its cube (``codes``: the kind's status codes)."""
+    if s["variants_run"]:
+        rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
+        log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
+                 f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']} "
+                 f"on {s['devices']} device(s)")
+    else:
+        log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
+    log.info("status: " + status_table.counts(status, codes))

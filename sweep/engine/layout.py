@@ -1,0 +1,145 @@
+"""Channel tables and the store layout of a job: what a cube holds and how it is chunked.
+
+A job kind declares its outputs as a table of :class:`Channel` entries; this
+module turns a plan (:class:`sweep.kinds.Plan`) and that table into the
+store specification :func:`sweep.store.create_store` builds: coordinates,
+one variable per channel, one per swept parameter, ``status`` (the whole
+table of :mod:`sweep.status`) and the Newton iterations. It also defines
+what of a config is a job's identity (:func:`job_identity`): the resolved
+config without the keys that do not change results.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+from omegaconf import OmegaConf
+
+from sweep import status as status_table
+
+# sweep keys that never change a job's results: shards and bookkeeping
+VOLATILE = ("shard", "num_shards", "progress", "verify")
+# bytes of one zarr chunk (uncompressed) that the time chunking aims at
+ZARR_CHUNK_BYTES = 2 ** 22
+
+
+@dataclasses.dataclass(frozen=True)
+class Channel:
+    """One output channel of a job kind: a variable of its cube.
+
+    ``dims``: the channel's own dimensions (after the job's leading
+    dimensions ``variant`` and, e.g., ``time``), each a coordinate of the
+    cube; ``units`` (CF / pint spelling) and ``long_name`` become the
+    variable's attributes; ``fn`` (optional) computes the channel's value
+    from the job kind's per-sample context. The stored shape is never
+    written down: it comes from :func:`jax.eval_shape` of the channel
+    functions (:func:`channel_shapes`) or from the coordinate sizes of
+    ``dims``. ``per_step`` False: one value per variant (a design-position
+    metric), no leading dimensions."""
+    name: str
+    dims: tuple
+    units: str
+    long_name: str
+    fn: Optional[Callable] = None
+    dtype: str = "f8"
+    per_step: bool = True
+
+
+def channel_shapes(channels, fn, *example):
+    """{name: shape} of the channel values that ``fn(*example)`` returns
+    (a dict keyed by channel name), by :func:`jax.eval_shape` (traced, not
+    run); every channel of the table must be there with one axis per dim."""
+    out = jax.eval_shape(fn, *example)
+    shapes = {}
+    for ch in channels:
+        if ch.name not in out:
+            raise KeyError(f"channel {ch.name!r} is declared but not computed")
+        shape = tuple(out[ch.name].shape)
+        if len(shape) != len(ch.dims):
+            raise ValueError(f"channel {ch.name!r}: value shape {shape} does not match dims {ch.dims}")
+        shapes[ch.name] = shape
+    return shapes
+
+
+def parameter_units(p):
+    """Units of a swept parameter's values: "1" for scale factors; the linear
+    coefficient's unit in value mode (translational / rotational directions)."""
+    if p.mode == "scale":
+        return "1"
+    cols = set(int(c) for c in np.asarray(p.index[1]).ravel())
+    k = p.target == "bushing.stiffness"
+    trans, rot = ("N/m", "N m/rad") if k else ("N s/m", "N m s/rad")
+    if cols <= {0, 1, 2}:
+        return trans
+    if cols <= {3, 4, 5}:
+        return rot
+    return f"{trans} (x, y, z); {rot} (rx, ry, rz)"
+
+
+def parameter_attrs(p):
+    return {"long_name": f"{p.target} ({p.mode}) of {p.name}", "units": parameter_units(p),
+            "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale}
+
+
+def store_spec(plan):
+    """The store layout of a plan (:func:`sweep.store.create_store`).
+
+    From the plan: ``coords`` {name: (values, attrs[, dims])}, the
+    :class:`Channel` table ``channels`` with ``shapes`` {name: trailing
+    shape}, the leading dimensions ``lead`` after ``variant`` as ((name,
+    length, zarr chunk length), ...), e.g. (("time", T, tc),). Adds one
+    variable per swept parameter, ``status`` (:mod:`sweep.status`) and
+    ``equilibrium_iterations``; the swept parameters are CF ``coordinates``
+    of every result variable. zarr chunks: the compute chunk along
+    ``variant`` (a chunk is written whole, shards never share a file); a
+    channel's first own dimension that is ``bushing`` is chunked one bushing
+    per zarr chunk (one bushing across all variants reads only its bytes)."""
+    pset, n, C = plan.pset, len(plan.X), plan.chunk
+    ldims = tuple(d for d, _, _ in plan.lead)
+    lshape = tuple(s for _, s, _ in plan.lead)
+    lchunk = tuple(c for _, _, c in plan.lead)
+    spec = {"__coords__": plan.coords}
+    for p in pset.params:
+        spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
+    for ch in plan.channels:
+        shape = tuple(plan.shapes[ch.name])
+        chunks = tuple(1 if d == "bushing" else s for d, s in zip(ch.dims, shape))
+        fill = np.nan if ch.dtype.startswith("f") else -1
+        ld, ls, lc = (ldims, lshape, lchunk) if ch.per_step else ((), (), ())
+        spec[ch.name] = (("variant",) + ld + tuple(ch.dims), (n,) + ls + shape, ch.dtype,
+                         (C,) + lc + chunks, fill, {"units": ch.units, "long_name": ch.long_name})
+    spec["status"] = (("variant",), (n,), "i1", (C,), -1, status_table.attrs())
+    spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
+                                      {"long_name": plan.iterations_long_name})
+    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
+    if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
+        for ch in plan.channels:
+            spec[ch.name][5]["coordinates"] = " ".join(pset.names)
+        for name in ("status", "equilibrium_iterations"):
+            spec[name][5]["coordinates"] = " ".join(pset.names)
+    return spec
+
+
+def output_bytes(channels, shapes, n_lead=1, itemsize=8):
+    """Bytes of one variant's outputs: channel shapes, times the leading
+    length (time samples or load steps) for per-step channels."""
+    return itemsize * sum(int(np.prod(shapes[c.name])) * (n_lead if c.per_step else 1) for c in channels)
+
+
+def job_identity(cfg, volatile=VOLATILE, drop=()):
+    """The resolved config text that defines a job's results: without the
+    shard settings and bookkeeping (``volatile`` keys of ``sweep``), the
+    compilation cache, where the store lies (``output.path``: a store copied
+    or moved elsewhere resumes there) and the top-level sections ``drop``
+    that the job kind does not use."""
+    c = OmegaConf.to_container(cfg, resolve=True)
+    c.pop("cache", None)
+    for k in drop:
+        c.pop(k, None)
+    for k in volatile:
+        c.get("sweep", {}).pop(k, None)
+    for k in ("overwrite", "path"):
+        c.get("output", {}).pop(k, None)
+    return OmegaConf.to_yaml(OmegaConf.create(c))

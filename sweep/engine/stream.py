@@ -1,0 +1,196 @@
+"""The store side of a run: open (or resume) the store, compile the chunk
+runner once, stream each finished chunk into the store.
+
+A crash loses nothing written (each chunk is written whole, checksummed and
+flagged by :mod:`sweep.store`); a rerun verifies the finished chunks and runs
+the rest. A variant whose equilibrium fails or whose state goes non-finite
+gets a status code and NaN values; the others in its chunk are unaffected
+(no coupling between variants).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import time
+
+import jax
+import numpy as np
+
+from sweep import store as cube_store
+from sweep.engine import mapping
+from sweep.schema import ConfigError
+
+log = logging.getLogger("sweep")
+
+
+def oserror_text(err):
+    return (f"{err.strerror} ({err.filename})" if err.strerror and err.filename
+            else err.strerror or str(err)).splitlines()[0]
+
+
+def open_store(ctx, cfg, plan, spec, attrs, identity):
+    """Lock, create or reopen the job's store (``output.overwrite`` replaces a
+    store of another job) and list this shard's chunks to run: the unfinished
+    ones and, unless ``sweep.verify=false``, the finished ones whose data no
+    longer match their checksums (reported, then recomputed).
+
+    A store created with another chunk size (the auto chunk depends on the
+    device count, which is not part of the job's identity) is resumed in its
+    own chunks: the plan returned has that chunk size.
+
+    Returns (path, store, created, todo chunk indices, plan)."""
+    path = str(cfg.output.path)
+    if not path.rstrip("/").endswith(".zarr"):
+        raise ConfigError(f"output.path = {path!r} must end in .zarr")
+    try:
+        lock = cube_store.StoreLock(path, plan.shard, plan.num_shards).acquire()
+    except OSError as err:
+        raise cube_store.StoreError(f"output.path = {path!r} cannot be used: {oserror_text(err)}") from None
+    ctx.locks.append(lock)
+    ctx.path = path
+    try:
+        cube_store.clean_stale_init(path)
+        if os.path.exists(path) and cfg.output.get("overwrite", False):
+            try:
+                same = cube_store.CubeStore(path).attrs.get("job_identity") == identity
+            except Exception:  # noqa: BLE001 - unreadable store: replace it
+                same = False
+            if not same:
+                cube_store.remove(path)
+        store, created = cube_store.create_store(path, spec, attrs, identity, chunk=plan.chunk)
+    except OSError as err:
+        raise cube_store.StoreError(f"output.path = {path!r} cannot be created: {oserror_text(err)}") from None
+    ctx.store = store
+    if not created and store.chunk != plan.chunk:
+        old = plan.chunk
+        n_dev, micro = mapping.adopt_chunk(dict(cfg.sweep), store.chunk, plan.n_dev)
+        plan = dataclasses.replace(plan, chunk=store.chunk, n_dev=n_dev, micro_batch=micro)
+        log.info("%s: resuming in the store's chunks of %d variant(s) (this run would use %d: another "
+                 "device count or machine)", path, store.chunk, old)
+    n_chunks = -(-len(plan.X) // plan.chunk)
+    done = store.done()
+    mine = [k for k in range(n_chunks) if k % plan.num_shards == plan.shard]
+    if not created and bool(cfg.sweep.get("verify", True)):
+        damaged = []
+        for k in (k for k in mine if done[k]):
+            problems = store.check_chunk(k)
+            if problems:
+                a, b = store.region(k)
+                log.warning("%s: chunk %d (variants %d-%d) is damaged (%s); recomputing it",
+                            path, k, a, b - 1, "; ".join(problems))
+                store.mark_undone(k)
+                done[k] = False
+                damaged.append(k)
+        n_ok = sum(1 for k in mine if done[k])
+        if n_ok or damaged:
+            log.info("%s: %d finished chunk(s) verified against their checksums%s", path, n_ok,
+                     f", {len(damaged)} damaged chunk(s) to recompute" if damaged else "")
+    todo = [k for k in mine if not done[k]]
+    return path, store, created, todo, plan
+
+
+def compile_runner(ctx, runner, n_dev):
+    """Compile a chunk runner (:class:`sweep.kinds.base.Runner`) once for the
+    padded chunk shape (logging "compiling <what> ..." first; a SIGINT /
+    SIGTERM meanwhile stops the job). Its ``key`` (from
+    :func:`sweep.tracecache.fingerprint`) lets a rerun skip tracing (one
+    device; :mod:`sweep.tracecache`); its ``device``: run on this one device
+    (e.g. the host CPU for a stage XLA implements only there). Returns
+    (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile seconds)."""
+    from sweep import tracecache
+    device = runner.device
+    place = (lambda t: jax.device_put(np.asarray(t), device)) if device is not None else \
+        (lambda t: mapping.place(t, n_dev))
+    thetas = runner.example
+    log.info("compiling %s (once per job) ...", runner.what)
+    tic = time.perf_counter()
+
+    def build():
+        if getattr(runner.fn, "host", False):       # runs on the host, nothing to trace
+            return runner.fn.lower(np.asarray(thetas)).compile(), False
+        fn, loaded = tracecache.traced(runner.fn, (np.asarray(thetas),), runner.key if n_dev == 1 else None)
+        return fn.lower(place(thetas)).compile(), loaded
+    compiled, loaded = ctx.wait(build, doing="the compilation")
+    compile_s = time.perf_counter() - tic
+    log.info("compiled in %.1f s%s", compile_s, " (traced program from the trace cache)" if loaded else "")
+
+    if getattr(runner.fn, "host", False):
+        return (lambda thetas, m: compiled(np.asarray(thetas), m)), compile_s
+
+    def run_chunk(thetas, m):
+        return jax.device_get(compiled(place(thetas)))
+    return run_chunk, compile_s
+
+
+def _test_kill_hook(written):
+    """Test hook: ``AXLE_TEST_KILL_AFTER_CHUNKS=N`` makes the process send
+    itself ``AXLE_TEST_KILL_SIGNAL`` (KILL default, TERM, INT) once it has
+    written N chunks - deterministic fault tests without clocks."""
+    n = os.environ.get("AXLE_TEST_KILL_AFTER_CHUNKS")
+    if n and written == int(n):
+        sig = getattr(signal, "SIG" + os.environ.get("AXLE_TEST_KILL_SIGNAL", "KILL").upper())
+        os.kill(os.getpid(), sig)
+        if sig == signal.SIGKILL:  # pragma: no cover - not reached
+            time.sleep(60)
+
+
+def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
+    """Run this shard's unfinished chunks and write each to the store as soon
+    as it finishes (what was written survives a crash; a rerun skips it).
+
+    ``run_chunk(thetas, m)`` runs one padded chunk (rows past ``m`` are the
+    nominal axle) and returns (outputs dict, status, equilibrium iterations).
+    A tqdm bar shows variants done, variants/s and ETA. A write error (disk
+    full, ...) ends the job with one line (:class:`sweep.store.StoreError`);
+    the chunk being written is not flagged, the store stays consistent.
+    Updates and returns ``summary`` (variants_run, run_s)."""
+    X, C, pset = plan.X, plan.chunk, plan.pset
+    n = len(X)
+    bar = None
+    if progress is not False:
+        from tqdm import tqdm
+        bar = tqdm(total=sum(min(C, n - k * C) for k in todo), unit="variant", desc="variants",
+                   disable=progress is None and not os.isatty(2) and os.environ.get("CI") is not None,
+                   dynamic_ncols=True)
+    ctx.bar = bar
+    tic = time.perf_counter()
+    try:
+        for written, k in enumerate(todo, 1):
+            a, b = k * C, min(n, (k + 1) * C)
+            thetas = np.tile(pset.nominal, (C, 1))          # padding rows run the nominal axle
+            thetas[: b - a] = X[a:b]
+            outs, status, its = ctx.wait(run_chunk, thetas, b - a)
+            data = {name: np.asarray(outs[name])[: b - a] for name in names}
+            data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
+            data["status"] = np.asarray(status)[: b - a]
+            data["equilibrium_iterations"] = np.asarray(its)[: b - a]
+            try:
+                store.write_chunk(k, a, data)
+            except OSError as err:
+                saved = int(store.done().sum()) if _readable(store) else "the finished"
+                raise cube_store.StoreError(
+                    f"writing chunk {k} (variants {a}-{b - 1}) to {store.path} failed: {oserror_text(err)}; "
+                    f"{saved} of {-(-n // C)} chunk(s) are saved and the store is consistent "
+                    "(this chunk is not flagged); fix the cause and run the same command again "
+                    "to resume") from None
+            summary["variants_run"] += b - a
+            if bar is not None:
+                bar.update(b - a)
+            _test_kill_hook(written)
+            ctx.checkpoint()
+    finally:
+        ctx.bar = None
+        if bar is not None:
+            bar.close()
+    summary["run_s"] = time.perf_counter() - tic
+    return summary
+
+
+def _readable(store):
+    try:
+        store.done()
+        return True
+    except Exception:  # noqa: BLE001
+        return False

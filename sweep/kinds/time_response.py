@@ -1,0 +1,465 @@
+"""The time-response job kind: every variant's static equilibrium, then an
+integration of the load case with the configured method, channels at every
+output sample, into one cube.
+
+What a variant computes (:func:`make_variant`): apply its parameters to the
+nominal model, find the static equilibrium under the loads at the start,
+integrate the load case (:func:`response` - the same function the
+single-variant path :func:`lsrt2_run` jits) and return the channels of
+:data:`CHANNELS`, a status code (:mod:`sweep.status`) and the Newton
+iterations. The method is a value (:data:`kernels.methods.METHODS`): the
+fixed-step linear-implicit methods are traced and mapped over the chunk, a
+method that runs on the host (the Radau reference) one variant after another
+(:class:`sweep.engine.mapping.HostRunner`); nothing here depends on which.
+
+Output channels are declared once, in :data:`CHANNELS`: name, dimensions,
+units, long name and the function that computes the channel from the state
+at a sample. The stored shapes come from :func:`jax.eval_shape` of those
+functions; adding a channel is one entry there (the store, the byte
+estimate and the cube follow).
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import logging
+import os
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+from omegaconf import OmegaConf
+
+from kernels import loads, metrics, statics
+from kernels.methods import METHODS, REFERENCE
+from kernels.model import Model
+from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
+from kernels.system import SOLVERS, model_system
+from sweep import cube, cube_schema, status
+from sweep.cube import NMSE_DEFINITION, provenance
+from sweep.design import make_design
+from sweep.engine import layout, mapping
+from sweep.engine.layout import Channel
+from sweep.kinds.base import JobKind, Plan, Runner
+from sweep.loadcase import build_excitation, sample_grid
+from sweep.model_builder import model_from_config
+from sweep.params import build_parameters
+from sweep.schema import LOADS, ConfigError, Float, List, Map, Optional as Opt, Str, fail, fmt
+
+log = logging.getLogger("sweep")
+
+NAME = "time_response"
+
+
+class Sample(NamedTuple):
+    """What a channel function sees at one output sample of one variant."""
+    model: Model
+    r: jax.Array             # (n_bodies, 6) poses [m, rad]
+    v: jax.Array             # (n_bodies, 6) pose rates [m/s, rad/s]
+    r_eq: jax.Array          # (n_bodies, 6) the variant's static equilibrium
+    bushing_index: object    # stored bushings (numpy index array) or None for all
+
+
+def _wheel_centre_displacement(s):
+    return metrics.wheel_centre_position(s.model, s.r) - metrics.wheel_centre_position(s.model, s.r_eq)
+
+
+def _bushing_force(s):
+    f = metrics.bushing_forces(s.model, s.r, s.v)
+    return f if s.bushing_index is None else f[s.bushing_index]
+
+
+# The channels of a time-response cube, in store order. One entry per
+# channel; its shape is found by jax.eval_shape (channel_shapes).
+CHANNELS = [
+    Channel("wheel_centre_displacement", ("side", "axis"), "m",
+            "wheel-centre displacement from the variant's static equilibrium",
+            _wheel_centre_displacement),
+    Channel("toe", ("side",), "rad", "toe angle (DIN 70000, + = toe-in)",
+            lambda s: metrics.toe_camber(s.model, s.r)[0]),
+    Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)",
+            lambda s: metrics.toe_camber(s.model, s.r)[1]),
+    # one variable for the public schema (component = fx..mz); the unit of each
+    # component is the coordinate component_units, and sweep.cube.split_loads
+    # gives bushing_force [N] and bushing_moment [N m] (pint-xarray parses both)
+    Channel("bushing_force", ("bushing", "component"),
+            "N (fx, fy, fz); N m (mx, my, mz): see component_units",
+            "force and torque of the bushing on its first body, vehicle frame", _bushing_force),
+]
+
+
+def make_channels(bushing_idx=None, channels=None):
+    """Result channels at one state: ``channels(model, r, v, r_eq) -> dict``
+    (r, v flat or (n_bodies, 6)), one entry per :data:`CHANNELS` entry
+    (``channels`` overrides the table). ``bushing_idx`` selects the stored
+    bushings (default: all)."""
+    idx = None if bushing_idx is None else np.asarray(bushing_idx)
+    table = CHANNELS if channels is None else channels
+
+    def fn(m, r, v, r_eq):
+        nb = m.topology.n_bodies
+        s = Sample(m, r.reshape(nb, 6), v.reshape(nb, 6), r_eq.reshape(nb, 6), idx)
+        return {ch.name: ch.fn(s) for ch in table}
+    return fn
+
+
+def channel_key(channels=None):
+    """What of the channel table enters the trace-cache key (names, dims,
+    units, functions; :func:`sweep.tracecache.fingerprint`)."""
+    return tuple((c.name, c.dims, c.units, c.long_name, c.fn, c.dtype) for c in (channels or CHANNELS))
+
+
+def response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block",
+             method="lsrt2", bushing_idx=None, error_norm=None):
+    """One variant's time response from rest at the equilibrium ``r_eq``
+    (``method``: a method value or a name of :data:`kernels.methods.METHODS`;
+    its ``simulate`` on the system of :mod:`kernels.system`): a
+    :class:`kernels.integrate.Trajectory` whose ``outputs`` are the channels
+    at every output sample. The engine's variant and :func:`lsrt2_run` both
+    run this function."""
+    meth = METHODS[method] if isinstance(method, str) else method
+    system = model_system(model, exc, solver)
+    ch = make_channels(bushing_idx)
+    out = lambda r, v, t: ch(model, r, v, r_eq)  # noqa: E731
+    n = r_eq.size
+    return meth.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), t0, h, n_samples, every,
+                         relinearise_every, out, error_norm=error_norm)
+
+
+@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver", "method"))
+def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block", method="lsrt2"):
+    """The single-variant path: :func:`response` (LSRT2 or another traced
+    method), every bushing, jitted; returns the channels at every output sample."""
+    return response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method).outputs
+
+
+def select_bushings(patterns, names):
+    if patterns is None:
+        return list(range(len(names)))
+    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    idx = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, p) for p in pats)]
+    if not idx:
+        raise ConfigError(f"output.bushings = {patterns!r} matches no bushing")
+    return idx
+
+
+def error_norm(tolerance):
+    """RMS of the embedded error estimate, each component scaled by atol + rtol |y|
+    (coordinates and speeds with their own atol): <= 1 means the step's local
+    error is within ``tolerance`` = (rtol, atol_coordinates, atol_speeds)."""
+    rtol, atol_r, atol_v = tolerance
+
+    def norm(err_r, err_v, r, v):
+        sr = err_r / (atol_r + rtol * jnp.abs(r))
+        sv = err_v / (atol_v + rtol * jnp.abs(v))
+        return jnp.sqrt(jnp.mean(jnp.concatenate([sr, sv]) ** 2))
+    return norm
+
+
+def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
+                 method="lsrt2", tolerance=None, stages=False):
+    """The per-variant function of the time-response kind: ``theta (P,) ->
+    (channels, status, equilibrium iterations)``.
+
+    ``method``: a method value or name (:data:`kernels.methods.METHODS`);
+    with an embedded error estimate (ROS34PW2) and ``tolerance`` = (rtol,
+    atol_coordinates, atol_speeds), a variant whose largest per-step
+    estimate exceeds it gets status ``inaccurate`` (values kept). A failed
+    equilibrium or a non-finite state gives NaN values.
+
+    ``stages=True`` returns its two halves instead, ``equilibrium(theta) ->
+    (r_eq, converged, iterations)`` and ``integrate(theta, carry)`` (for
+    :class:`sweep.engine.mapping.StagedRunner` / ``HostRunner``); ``variant``
+    is their composition."""
+    u0 = loads.u_at(exc, t0)
+    meth = METHODS[method] if isinstance(method, str) else method
+    norm = error_norm(tolerance) if (tolerance is not None and meth.has_error_estimate) else None
+
+    def equilibrium(theta):
+        eq = statics.static_equilibrium(pset.apply(model, theta), u0)
+        return eq.r, eq.converged, eq.iterations
+
+    def integrate_from(theta, carry):
+        r_eq, converged, iterations = carry
+        m = pset.apply(model, theta)
+        traj = response(m, exc, r_eq, t0, dt, n_samples, every, relin, solver, meth, bushing_idx, norm)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
+        ok = jnp.where(traj.max_error > 1.0, status.INACCURATE, status.OK)
+        code = jnp.where(converged, jnp.where(finite, ok, status.NON_FINITE),
+                         status.EQUILIBRIUM_FAILED).astype(jnp.int8)
+        outs = jax.tree_util.tree_map(lambda a: jnp.where((code == status.OK) | (code == status.INACCURATE),
+                                                          a, jnp.nan), traj.outputs)
+        return outs, code, iterations
+
+    if stages:
+        return equilibrium, integrate_from
+    return lambda theta: integrate_from(theta, equilibrium(theta))
+
+
+def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
+                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None):
+    """The engine's chunk runner: thetas (C, P) -> (channels, status,
+    equilibrium iterations) with :func:`make_variant` mapped over the chunk
+    (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
+    ``n_dev`` > 1 devices the equilibria are solved first on one device and
+    only the integration is sharded (:class:`~sweep.engine.mapping.StagedRunner`);
+    a method that cannot be traced runs variant by variant on the host
+    (:class:`~sweep.engine.mapping.HostRunner`). A chunk of one variant is
+    the app's single-variant path."""
+    meth = METHODS[method] if isinstance(method, str) else method
+    args = (model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver, meth, tolerance)
+    if not meth.jittable:
+        return mapping.HostRunner(*make_variant(*args, stages=True), micro_batch)
+    if n_dev > 1:
+        return mapping.StagedRunner(*make_variant(*args, stages=True), n_dev, micro_batch)
+    return mapping.map_variants(make_variant(*args), 1, micro_batch)
+
+
+def channel_shapes(model, bushing_idx, channels=None):
+    """{channel: shape at one sample} by :func:`jax.eval_shape` of the channel
+    functions at the design pose (traces only the channel functions)."""
+    r = jax.ShapeDtypeStruct((model.topology.n_bodies, 6), jnp.float64)
+    fn = make_channels(bushing_idx, channels)
+    return layout.channel_shapes(channels or CHANNELS, lambda m, r: fn(m, r, r, r), model, r)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Case:
+    """The validated load case and integration of a time-response plan."""
+    exc: Any
+    t0: float
+    t1: float
+    dt: float
+    every: int
+    n_samples: int
+    relin: int
+    solver: str
+    bidx: tuple
+    times: np.ndarray
+    method: Any                 # the method value (kernels.methods.METHODS, options applied)
+    tolerance: Optional[tuple]  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
+    loadcase_name: str
+
+
+# error-estimate tolerances of a fixed-step method with an embedded solution
+ERROR_TOLERANCE_DEFAULTS = (("rtol", 1e-2), ("atol_coordinates", 1e-4), ("atol_speeds", 1e-1))
+
+
+def method_from_config(integ):
+    """(method value, error tolerance or None) from the integrator config: the
+    method's own options (e.g. a host solver's tolerances) applied to it
+    (``method.with_options``), and for a method with an embedded error
+    estimate the tolerance its status check uses."""
+    method = METHODS[integ["name"]]
+    method = method.with_options(**{k: float(v) for k, v in integ.items() if k in method.options})
+    tolerance = None
+    if method.has_error_estimate:
+        tolerance = tuple(float(integ.get(k, d)) for k, d in ERROR_TOLERANCE_DEFAULTS)
+    return method, tolerance
+
+
+class TimeResponse(JobKind):
+    name = NAME
+    channels = tuple(CHANNELS)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.INACCURATE)
+    loadcase = Map({
+        "name": Str(), "kind": Str(), "description": Str(),
+        "t_start": Float(unit="s"), "t_end": Float(unit="s"), "wheel_loads": LOADS,
+        "changes": Opt(List(Map({"time": Float(unit="s"), "duration": Float(ge=0, unit="s"),
+                                 "left": Map(values=Float()), "right": Map(values=Float())}))),
+        "nmse_window": List(Float(unit="s"), length=2),
+    })
+
+    def check(self, job):
+        """The integrator is known, dt divides the run and the output thinning
+        divides the steps, with the key that set each (``sweep.start`` /
+        ``loadcase.t_start``, ``sweep.every`` / ``output.every``)."""
+        integ = job.get("integrator") or {}
+        if integ.get("name") is not None and integ["name"] not in METHODS:
+            raise ConfigError(f"integrator.name = {integ['name']!r} is not one of {', '.join(METHODS)}")
+        lc, sw = job.get("loadcase") or {}, job.get("sweep") or {}
+        if "t_end" not in lc:
+            return
+        t0 = sw["start"] if sw.get("start") is not None else lc.get("t_start", 0.0)
+        t0_key = "sweep.start" if sw.get("start") is not None else "loadcase.t_start"
+        t1 = lc["t_end"]
+        if not t1 > t0:
+            fail(t0_key, t0, f"must be before loadcase.t_end = {fmt(float(t1))}")
+        every_key = "sweep.every" if sw.get("every") is not None else "output.every"
+        every = sw["every"] if sw.get("every") is not None else (job.get("output") or {}).get("every", 1)
+        dt = integ.get("dt")
+        if dt is not None:
+            sample_grid(float(t0), float(t1), float(dt), int(every), every_key=every_key)
+
+    def plan(self, cfg):
+        model = model_from_config(cfg.model)
+        sw = OmegaConf.to_container(cfg.sweep, resolve=True)
+        pset = build_parameters(sw.get("parameters") or {}, model)
+        X = make_design(sw, pset)
+        lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
+        exc, t0, t1 = build_excitation(lc)
+        if sw.get("start") is not None:
+            t0 = float(sw["start"])
+            if not t0 < t1:
+                raise ConfigError(f"sweep.start = {t0} must be before loadcase.t_end = {t1}")
+        integ = OmegaConf.to_container(cfg.integrator, resolve=True)
+        if integ["name"] not in METHODS:
+            raise ConfigError(f"integrator.name = {integ['name']!r} is not one of {', '.join(METHODS)}")
+        method, tolerance = method_from_config(integ)
+        dt = float(integ["dt"])
+        if not dt > 0:
+            raise ConfigError(f"integrator.dt = {dt} must be positive")
+        every = int(sw["every"]) if sw.get("every") is not None else int(cfg.output.every)
+        n_samples = sample_grid(t0, t1, dt, every)
+        relin = int(integ.get("relinearise_every", 1))
+        if relin < 1:
+            raise ConfigError(f"integrator.relinearise_every = {relin} must be >= 1")
+        solver = str(integ.get("solver", "block"))
+        if solver not in SOLVERS:
+            raise ConfigError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
+        names = model.topology.bushing_names
+        refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
+        bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
+        shapes = channel_shapes(model, bidx)
+        # a traced method maps a chunk over every device (a default CPU job:
+        # when large enough); a host method runs one variant at a time on one
+        shard, nsh, n_dev, C = mapping.chunking(
+            sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
+            max_devices=None if method.jittable else 1)
+        if not method.jittable:
+            C = min(C, len(X))
+        times = t0 + np.arange(n_samples) * every * dt
+        tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
+        coords = {
+            "variant": (np.arange(len(X), dtype=np.int64), {}),
+            "time": (times, {"units": "s"}),
+            "side": (np.array(SIDES), {}),
+            "axis": (np.array(AXES), {}),
+            "bushing": (np.array([names[i] for i in bidx]), {}),
+            "component": (np.array(COMPONENTS), {}),
+            # non-dimension coordinate: the unit of each bushing_force component
+            "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
+                                ("component",)),
+        }
+        case = Case(exc=exc, t0=t0, t1=t1, dt=dt, every=every, n_samples=n_samples, relin=relin,
+                    solver=solver, bidx=tuple(bidx), times=times, method=method, tolerance=tolerance,
+                    loadcase_name=str(cfg.loadcase.name))
+        return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
+                    micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
+                    coords=coords, lead=(("time", n_samples, tc),),
+                    iterations_long_name="Newton iterations of the static equilibrium", case=case)
+
+    def runner(self, plan):
+        c, topo = plan.case, plan.model.topology
+        args = (plan.model, plan.pset, c.exc, c.t0, c.dt, c.n_samples, c.every, c.relin, list(c.bidx),
+                c.solver, plan.n_dev, c.method, c.tolerance, plan.micro_batch)
+        where = (engine_note(plan.n_dev) if c.method.jittable else "the host, one variant at a time")
+        what = (f"{c.method.name.upper()} chunk runner: {topo.name} ({topo.n_dof} DOF), "
+                f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
+                f"{plan.chunk} variant(s) per chunk on {where}"
+                + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
+        from sweep.tracecache import fingerprint
+        return Runner(make_chunk_runner(*args), np.zeros((plan.chunk, len(plan.pset))), what,
+                      key=fingerprint(NAME, plan.chunk, channel_key(), *args))
+
+    def summary(self, plan):
+        c = plan.case
+        return {"equilibrium_s": 0.0, "simulated_s": c.t1 - c.t0, "n_samples": c.n_samples, "dt": c.dt}
+
+    def attrs(self, plan, cfg_yaml):
+        topo = plan.model.topology
+        ref = topo.tables.get("reference_bushings") or {}
+        return {
+            "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+            "n_dof": int(topo.n_dof),
+            "reference_bushing_left": ref.get("left", ""), "reference_bushing_right": ref.get("right", ""),
+            "model": topo.name, "config": cfg_yaml, "nmse_definition": NMSE_DEFINITION,
+            "parameters": list(plan.pset.names), "chunk_size": int(plan.chunk),
+            **provenance(),
+        }
+
+    def report(self, ds, cfg, s):
+        report(ds, cfg, s)
+
+
+def engine_note(n_dev):
+    return mapping.devices_note(n_dev)
+
+
+KIND = TimeResponse()
+
+PUBLISHED_NMSE = {  # method.md section 3, LSRT2 at h = 1 ms
+    "double_wishbone": {"wheel_displacement": 0.00243, "bushing_force": 0.00751},
+    "multilink": {"wheel_displacement": 0.01286, "bushing_force": 0.01545},
+}
+
+
+def report(ds, cfg, s):
+    """Log the job summary (model, timing, status counts, final displacement,
+    NMSE against a Radau cube beside it), check the public cube schema and
+    draw the overview PNG beside the cube."""
+    a = ds.attrs
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+          f"{a['n_dof']} DOF; load case {cfg.loadcase.name}; integrator {cfg.integrator.name} "
+          f"(dt = {cfg.integrator.dt} s); design {cfg.sweep.design}, {s['n_variants']} variant(s)")
+    if not s["variants_run"]:
+        log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
+    else:
+        rate = s["variants_run"] / s["run_s"] if s["run_s"] else float("nan")
+        steps = (s["n_samples"] - 1) * float(cfg.sweep.every or cfg.output.every)
+        rtf = s["run_s"] / (s["simulated_s"] * s["variants_run"])
+        log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
+              f"{s['variants_run']} variant(s) x {s['simulated_s']:.3g} s simulated "
+              f"({rate:.2f} variants/s, {rate * steps:.0f} variant-steps/s) -> real-time factor "
+              f"{rtf:.3f} per variant; chunks of {s['chunk']} on {s['devices']} device(s)")
+    codes = ds.status.values
+    log.info("status: " + status.counts(codes, KIND.status))
+    ok = codes == status.OK
+    if ok.any():
+        wcd = ds.wheel_centre_displacement.isel(time=-1).sel(axis="x").values[ok] * 1000
+        label = "final" if len(codes) == 1 else "final (min / median / max over ok variants)"
+        log.info(f"longitudinal wheel-centre displacement, {label}: " +
+              " / ".join(f"{v:.3f}" for v in ([wcd[0, 0]] if len(codes) == 1 else
+                                              np.percentile(wcd[:, 0], [0, 50, 100]))) + " mm (left)")
+    log.info(f"result cube: {os.path.abspath(s['path'])}")
+    _nmse_beside(ds, cfg, s["path"])
+    path = s["path"]
+    cube_schema.warn(ds, KIND.channels)
+    if s["variants_run"] and bool(np.all(ds.chunk_done.values)):
+        try:
+            from sweep.plots import overview
+            png = overview(ds, path.rstrip("/")[:-5] + ".png")
+            log.info(f"overview plot: {os.path.abspath(png)}")
+        except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
+            log.warning(f"warning: overview plot failed: {err}")
+
+
+def _nmse_beside(ds, cfg, path):
+    """NMSE of every method's cube against the reference method's cube beside
+    it (``<REFERENCE>.zarr``, :data:`kernels.methods.REFERENCE`), printed by
+    whichever of the two runs last."""
+    here = os.path.dirname(path)
+    this = cfg.integrator.name
+    if this == REFERENCE:
+        pairs = [(name, os.path.join(here, f"{name}.zarr"), None) for name in METHODS if name != REFERENCE]
+    else:
+        pairs = [(this, None, os.path.join(here, f"{REFERENCE}.zarr"))]
+    window = tuple(cfg.loadcase.get("nmse_window", (4.9, 6.0)))
+    pub = PUBLISHED_NMSE.get(ds.attrs["model"], {})
+    for name, test_path, ref_path in pairs:
+        other = test_path or ref_path
+        if not os.path.exists(other):
+            continue
+        test, ref = (xr.open_zarr(test_path), ds) if test_path else (ds, xr.open_zarr(ref_path))
+        if int(ref.status.values[0]) not in status.VALUES_KEPT or \
+                int(test.status.values[0]) not in status.VALUES_KEPT:
+            continue
+        rep = cube.nmse_report(test, ref, window)
+        log.info(f"NMSE of {name} against {REFERENCE} (variant 0, {other}), "
+                 f"mean((y - y_ref)^2) / mean(y_ref)^2 over {window[0]}-{window[1]} s, sides pooled:")
+        for k, v in rep.items():
+            p = f" (published for LSRT2: {pub[k]})" if k in pub else ""
+            log.info(f"  {k}: {v:.3e}{p}")
