@@ -105,11 +105,8 @@ def single_threaded_lapack():
     modes job, the Newton iterations of every static equilibrium) call
     LAPACK through SciPy's OpenBLAS, which by default starts a thread per
     core for each call. On matrices of a few hundred rows those threads
-    cost more than they give and fight with XLA's own threads and the
-    other CPU devices for the cores: measured on the 2-core development
-    machine, a 256-variant chunk of the modes job took 6.5-7.1 s with
-    OpenBLAS threads, 4.1 s without, and 2.6-2.9 s split over two CPU
-    devices without (7.3 s with) - BENCHMARKS.md, "Modes job"."""
+    cost more than they give and fight with XLA's own threads and the other
+    CPU devices for the cores (BENCHMARKS.md, "Modes job")."""
     os.environ.setdefault(BLAS_THREADS_ENV, "1")
 
 

@@ -262,7 +262,7 @@ def test_job_config_leaves_out_the_cache_and_normalises_the_path():
 def test_cache_directory(monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    from sweep.entry import CACHE_ENV, cache_dir
+    from sweep.runtime import CACHE_ENV, cache_dir
     monkeypatch.delenv(CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir(None) == str(tmp_path / "xdg" / "axle-sweep" / "jax")
@@ -275,7 +275,7 @@ def test_cache_directory(monkeypatch, tmp_path):
 
 def test_durations_without_float_noise():
     from sweep.schema import ConfigError, duration, fmt
-    from sweep.job import sample_grid
+    from sweep.loadcase import sample_grid
     assert duration(6.0 - 5.8) == "0.2" and fmt(0.0007) == "0.0007" and fmt(math.nan) == "nan"
     with pytest.raises(ConfigError, match=r"^sweep.every = 3: must be >= 1 and divide the 200 steps"):
         sample_grid(5.8, 6.0, 0.001, 3, every_key="sweep.every")

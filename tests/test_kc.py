@@ -340,7 +340,7 @@ def _kc_cfg(*over):
 @pytest.fixture(scope="module")
 def toy_direct():
     """Metrics of the nominal toy axle computed directly with the kernels."""
-    from sweep.job import model_from_config
+    from sweep.model_builder import model_from_config
     model = kc.lock_brakes(model_from_config(_kc_cfg().model), kc.DEFAULT_BRAKE_LOCK)
     eq = jax.jit(kc.design_position)(model)
     return jax.device_get(jax.jit(kc.kc_metrics)(model, eq, kc.DEFAULT_LOADED_RADIUS))
@@ -349,7 +349,7 @@ def toy_direct():
 @pytest.fixture(scope="module")
 def kc_cube(tmp_path_factory):
     """Four variants of the travel load case, the third with an absurd bushing
-    softening that breaks its equilibrium; run through sweep.jobs.run_job."""
+    softening that breaks its equilibrium; run through the pipeline (sweep.engine.run)."""
     d = tmp_path_factory.mktemp("kc")
     csv = d / "design.csv"
     csv.write_text("\n".join(["soft", "1.0", "0.7", "1e-12", "1.3"]) + "\n")
@@ -360,9 +360,10 @@ def kc_cube(tmp_path_factory):
             "+sweep.parameters.soft.bounds=[1e-12,2.0]", "+sweep.parameters.soft.scale=log",
             f"output.path={path}"]
     from omegaconf import OmegaConf
-    from sweep.jobs import run_job
+    from sweep import engine
+    from sweep.kinds import kind_of
     cfg = _kc_cfg(*over)
-    summary = run_job(cfg, OmegaConf.to_yaml(cfg), progress=False)   # dispatch on loadcase.kind
+    summary = engine.run(kind_of(cfg), cfg, OmegaConf.to_yaml(cfg), progress=False)   # kind from loadcase.kind
     assert summary["kind"] == "kc" and summary["variants_run"] == 4
     return path, over
 
@@ -371,6 +372,7 @@ def test_kc_sweep_writes_a_cube_with_units_and_isolates_failures(kc_cube, toy_di
     path, _ = kc_cube
     ds = xr.open_zarr(path)
     assert list(ds.status.values) == [0, 0, 1, 0]
+    assert ds.attrs["cube_kind"] == "kc" and ds.status.attrs["flag_meanings"].split()[5] == "load_step_failed"
     assert ds.sizes["travel"] == 5 and list(ds.side.values) == ["left", "right"]
     np.testing.assert_allclose(ds.travel.values, np.linspace(-0.04, 0.04, 5))
     assert ds.travel.attrs["units"] == "m"
@@ -402,15 +404,12 @@ def test_kc_sweep_writes_a_cube_with_units_and_isolates_failures(kc_cube, toy_di
 
 
 def test_kc_rerun_is_a_no_op_and_bad_config_is_one_line(kc_cube, capsys, tmp_path):
-    from sweep.kc import main
+    from sweep.app import main
     path, over = kc_cube
     before = xr.open_zarr(path).toe.values.copy()
-    assert main(_kc_cfg(*over), progress=False) == 0
-    np.testing.assert_array_equal(xr.open_zarr(path).toe.values, before)
     capsys.readouterr()
-    # python -m sweep with a K&C load case: same job, K&C summary
-    from sweep.app import main as app_main
-    assert app_main(_kc_cfg(*over), progress=False) == 0
+    # python -m sweep with a K&C load case: same job, nothing left to run, K&C summary
+    assert main(_kc_cfg(*over), progress=False) == 0
     out = capsys.readouterr().out
     assert "nothing to run" in out and "K&C metrics of variant 0" in out, out
     np.testing.assert_array_equal(xr.open_zarr(path).toe.values, before)
@@ -429,14 +428,15 @@ def test_force_load_case_layout_without_compute(tmp_path):
     """A force load case's amplitudes, step dimension and units (validated and
     laid out before any compute; its curves are the kernels' force_curve,
     checked against the metrics on the double wishbone above)."""
-    from sweep.kc import prepare_kc, store_spec
-    job = prepare_kc(_kc_cfg("loadcase=kc_aligning_torque", "loadcase.load=[-100.0,100.0]",
+    from sweep.engine.layout import store_spec
+    from sweep.kinds.kc import KIND
+    plan = KIND.plan(_kc_cfg("loadcase=kc_aligning_torque", "loadcase.load=[-100.0,100.0]",
                              "loadcase.steps=5", f"output.path={tmp_path}/a.zarr"))
-    spec = store_spec(job)
+    spec = store_spec(plan)
     np.testing.assert_allclose(spec["__coords__"]["torque"][0], [-100, -50, 0, 50, 100])
     assert spec["__coords__"]["torque"][1]["units"] == "N m"
     assert spec["toe"][0] == ("variant", "torque", "side")
-    job = prepare_kc(_kc_cfg("loadcase=kc_braking_force", f"output.path={tmp_path}/b.zarr"))
-    assert store_spec(job)["__coords__"]["force"][1]["units"] == "N"
-    assert len(job["lc"]["amplitudes"]) == 9
+    plan = KIND.plan(_kc_cfg("loadcase=kc_braking_force", f"output.path={tmp_path}/b.zarr"))
+    assert store_spec(plan)["__coords__"]["force"][1]["units"] == "N"
+    assert len(plan.case["amplitudes"]) == 9
     assert not os.path.exists(tmp_path / "a.zarr")

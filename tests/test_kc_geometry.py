@@ -269,8 +269,8 @@ def test_models_without_steering_joint_or_vehicle_data_give_nan_not_failure():
     steering and anti-pitch metrics are NaN by design (kc.OPTIONAL_METRICS)
     and every other metric is finite."""
     from omegaconf import OmegaConf
-    from sweep.job import model_from_config
-    from sweep.entry import CONFIG_DIR
+    from sweep.model_builder import model_from_config
+    from sweep.runtime import CONFIG_DIR
     model = kc.lock_brakes(model_from_config(OmegaConf.load(f"{CONFIG_DIR}/model/toy_trailing_arm.yaml")),
                            kc.DEFAULT_BRAKE_LOCK)
     M = _metrics(model)
@@ -293,7 +293,7 @@ def test_vehicle_and_steering_joint_config_errors_name_the_field():
         vehicle_table({"axle": "front", "wheelbase": 2.7, "cg_height": 0.5, "front_brake_share": 0.7,
                        "track": 1.5})
     from omegaconf import OmegaConf
-    from sweep.entry import CONFIG_DIR
+    from sweep.runtime import CONFIG_DIR
     from sweep.model_builder import build_tables
     cfg = OmegaConf.to_container(OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml"))
     cfg["steering_joint"] = "rack_joint"
@@ -335,7 +335,8 @@ def test_steering_curve_slope_ackermann_and_held_heights(dw_locked):
 
 
 def test_steering_load_case_needs_a_steering_joint():
-    from sweep.kc import prepare_kc
+    from sweep.kinds.kc import KIND
+    prepare_kc = KIND.plan
     from sweep.schema import ConfigError
     from tests.test_app import cfg_of
     with pytest.raises(ConfigError, match="names no steering_joint"):
@@ -348,14 +349,14 @@ def test_steering_load_case_needs_a_steering_joint():
     with pytest.raises(ConfigError, match=r"loadcase.ride_load = -5"):
         prepare_kc(cfg_of("loadcase=kc_wheel_travel", "loadcase.ride_load=-5"))
     job = prepare_kc(cfg_of("loadcase=kc_wheel_travel", "loadcase.ride_load=laden"))
-    assert job["lc"]["ride_wheel_load"] == 5400.0
+    assert job.case["ride_wheel_load"] == 5400.0
 
 
 @pytest.fixture(scope="module")
 def dw_rack():
     from omegaconf import OmegaConf
-    from sweep.entry import CONFIG_DIR
-    from sweep.job import model_from_config
+    from sweep.runtime import CONFIG_DIR
+    from sweep.model_builder import model_from_config
     cfg = OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml")
     cfg.steering_rack.enabled = True
     return kc.lock_brakes(model_from_config(cfg), kc.DEFAULT_BRAKE_LOCK)

@@ -29,7 +29,7 @@ def modes_cube(tmp_path_factory):
 
 def test_modes_cube_equals_an_independent_eigen_solve_per_variant(modes_cube):
     from kernels import kc
-    from sweep.job import model_from_config
+    from sweep.model_builder import model_from_config
     from sweep.params import build_parameters
     from omegaconf import OmegaConf
     cfg, ds = modes_cube

@@ -41,7 +41,7 @@ SPEC = {
 
 @pytest.fixture(scope="module")
 def toy():
-    from sweep.job import model_from_config
+    from sweep.model_builder import model_from_config
     from sweep.params import build_parameters
     model = model_from_config(load_model_cfg("toy_trailing_arm"))
     pset = build_parameters({k: v for k, (v, _) in SPEC.items()}, model)

@@ -21,7 +21,7 @@ PARAMS = ["sweep=lhs", "sweep.start=null", "sweep.every=null"]
 
 def _design(*over):
     from sweep.design import make_design
-    from sweep.job import model_from_config
+    from sweep.model_builder import model_from_config
     from sweep.params import build_parameters
     cfg = cfg_of(*PARAMS, *over)
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
@@ -34,8 +34,9 @@ def test_auto_chunk_follows_the_memory_budget_and_the_platform_cap():
     """Auto chunk = budget / per-variant bytes, capped per device where
     throughput stops growing (256 on a CPU), a multiple of the device count,
     never more than the design."""
-    from sweep.engine import estimate_chunk, output_bytes
-    from sweep.time_response import CHANNELS
+    from sweep.engine.layout import output_bytes
+    from sweep.engine.mapping import estimate_chunk
+    from sweep.kinds.time_response import CHANNELS
     # 111 samples of wheel-centre displacement (2 x 3), toe, camber (2 each)
     # and 2 bushings x 6 components: 22 float64 per sample
     shapes = {"wheel_centre_displacement": (2, 3), "toe": (2,), "camber": (2,), "bushing_force": (2, 6)}
@@ -55,13 +56,13 @@ def test_auto_chunk_follows_the_memory_budget_and_the_platform_cap():
 
 
 def test_default_jobs_split_a_chunk_over_the_cpu_devices_only_when_large_enough(monkeypatch):
-    """Default CPU devices (sweep.entry.xla_flags_from_env chose the count):
+    """Default CPU devices (sweep.runtime.xla_flags_from_env chose the count):
     a time-response chunk is split only from MIN_VARIANTS_PER_CPU_DEVICE
     variants per device (the quick start's single variant stays on one
     device, unpadded); job kinds that run on one device (max_devices=1: K&C,
     modes, Radau) get one-device chunks; a count the user chose is used as
     given. Two devices faked (this test process has one)."""
-    from sweep import engine
+    from sweep.engine import mapping as engine
     monkeypatch.setattr(engine.jax, "device_count", lambda backend=None: 2)
     monkeypatch.setattr(engine, "cpu_devices_are_default", lambda: True)
     m = engine.MIN_VARIANTS_PER_CPU_DEVICE
@@ -91,44 +92,41 @@ def test_resume_keeps_the_store_chunks_whatever_the_device_count(tmp_path, monke
     a run that would use 6 (say two devices, or a store from before two
     devices became the default) keeps its chunks of 4; the run's devices drop
     to a count that divides them."""
-    from sweep import engine
-    monkeypatch.setattr(engine.jax, "device_count", lambda backend=None: 4)
-    monkeypatch.setattr(engine, "cpu_devices_are_default", lambda: False)
+    from sweep.engine import layout, mapping, stream
+    from sweep.engine.stops import RunContext
+    from sweep.kinds.base import Plan
+    monkeypatch.setattr(mapping.jax, "device_count", lambda backend=None: 4)
+    monkeypatch.setattr(mapping, "cpu_devices_are_default", lambda: False)
     X, pset = _design("sweep.n_variants=12")
     cfg = OmegaConf.create({"output": {"path": str(tmp_path / "c.zarr")}, "sweep": {"micro_batch": "auto"}})
 
     def job(chunk, n_dev):
-        j = dict(X=X, pset=pset, chunk=chunk, n_dev=n_dev, shard=0, num_shards=1, micro_batch=None)
-        spec = engine.store_spec(j, {"variant": (np.arange(len(X)), {})}, [], {}, (), {0: "ok"}, "iterations")
-        return j, spec
-    j, spec = job(4, 1)
-    try:
-        _, store, created, todo = engine.open_job_store(cfg, j, spec, {}, "identity")
+        plan = Plan(model=None, pset=pset, X=X, shard=0, num_shards=1, chunk=chunk, n_dev=n_dev, micro_batch=None,
+                    channels=(), shapes={}, coords={"variant": (np.arange(len(X)), {})}, lead=(),
+                    iterations_long_name="iterations")
+        return plan, layout.store_spec(plan)
+    plan, spec = job(4, 1)
+    with RunContext() as ctx:
+        _, store, created, todo, plan = stream.open_store(ctx, cfg, plan, spec, {}, "identity")
         assert created and store.chunk == 4 and todo == [0, 1, 2]
-    finally:
-        engine._release_locks()
-    j, spec = job(6, 2)
-    try:
-        _, store, created, todo = engine.open_job_store(cfg, j, spec, {}, "identity")
-    finally:
-        engine._release_locks()
+    plan, spec = job(6, 2)
+    with RunContext() as ctx:
+        _, store, created, todo, plan = stream.open_store(ctx, cfg, plan, spec, {}, "identity")
     assert not created and todo == [0, 1, 2]
-    assert (j["chunk"], j["n_dev"]) == (4, 2) and store.region(2) == (8, 12)
-    j, spec = job(6, 3)
-    try:
-        engine.open_job_store(cfg, j, spec, {}, "identity")
-    finally:
-        engine._release_locks()
-    assert (j["chunk"], j["n_dev"]) == (4, 2)
+    assert (plan.chunk, plan.n_dev) == (4, 2) and store.region(2) == (8, 12)
+    plan, spec = job(6, 3)
+    with RunContext() as ctx:
+        plan = stream.open_store(ctx, cfg, plan, spec, {}, "identity")[-1]
+    assert (plan.chunk, plan.n_dev) == (4, 2)
 
 
 DEVICE_COUNT = """
 import sys
-import sweep.app, sweep.kc, sweep.tune   # the entry points' modules: none starts a JAX backend
-from sweep import entry
-entry.xla_flags_from_env()
+import sweep.app, sweep.kinds.kc, sweep.tune   # the entry points' modules: none starts a JAX backend
+from sweep import runtime
+runtime.xla_flags_from_env()
 import jax
-print(jax.device_count(), entry.cpu_devices_are_default())
+print(jax.device_count(), runtime.cpu_devices_are_default())
 """
 
 
@@ -146,10 +144,10 @@ def _device_count(**env):
 def test_cpu_device_count_default_and_overrides():
     """The entry points' device set-up (no compile): by default one JAX CPU
     device per usable core, at most MAX_DEFAULT_CPU_DEVICES, also when the
-    entry point's modules (python -m sweep / sweep.kc / sweep.tune) are
+    entry point's modules (python -m sweep / sweep.tune, the job kinds) are
     imported first; AXLE_CPU_DEVICES=1 keeps one; a count in XLA_FLAGS wins
     over AXLE_CPU_DEVICES, except one that a parent process set by default."""
-    from sweep.entry import MAX_DEFAULT_CPU_DEVICES, usable_cores
+    from sweep.runtime import MAX_DEFAULT_CPU_DEVICES, usable_cores
     assert _device_count(AXLE_CPU_DEVICES="1") == (1, False)
     assert _device_count(AXLE_CPU_DEVICES="1", XLA_FLAGS="--xla_force_host_platform_device_count=3") == (3, False)
     inherited = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "AXLE_CPU_DEVICES_DEFAULT": "2"}

@@ -25,7 +25,7 @@ def run(kind, cfg, cfg_yaml, progress=None):
         plan = kind.plan(cfg)
         spec = layout.store_spec(plan)
         attrs = {**kind.attrs(plan, cfg_yaml), "cube_kind": kind.name}
-        identity = layout.job_identity(cfg, kind.volatile, drop=kind.drop)
+        identity = layout.job_identity(cfg, drop=kind.drop, unused=kind.unused)
         path, store, _, todo, plan = stream.open_store(ctx, cfg, plan, spec, attrs, identity)
         n, C = len(plan.X), plan.chunk
         summary = {"kind": kind.name, **kind.summary(plan), "path": path, "n_variants": n, "chunk": C,

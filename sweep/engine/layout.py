@@ -128,17 +128,17 @@ def output_bytes(channels, shapes, n_lead=1, itemsize=8):
     return itemsize * sum(int(np.prod(shapes[c.name])) * (n_lead if c.per_step else 1) for c in channels)
 
 
-def job_identity(cfg, volatile=VOLATILE, drop=()):
+def job_identity(cfg, drop=(), unused=()):
     """The resolved config text that defines a job's results: without the
-    shard settings and bookkeeping (``volatile`` keys of ``sweep``), the
+    shard settings and bookkeeping (:data:`VOLATILE` keys of ``sweep``), the
     compilation cache, where the store lies (``output.path``: a store copied
-    or moved elsewhere resumes there) and the top-level sections ``drop``
-    that the job kind does not use."""
+    or moved elsewhere resumes there), and what the job kind does not use:
+    the top-level sections ``drop`` and the ``sweep`` keys ``unused``."""
     c = OmegaConf.to_container(cfg, resolve=True)
     c.pop("cache", None)
     for k in drop:
         c.pop(k, None)
-    for k in volatile:
+    for k in VOLATILE + tuple(unused):
         c.get("sweep", {}).pop(k, None)
     for k in ("overwrite", "path"):
         c.get("output", {}).pop(k, None)

@@ -24,7 +24,7 @@ from sweep.runtime import DEVICES_ENV, cpu_devices_are_default
 from sweep.schema import ConfigError
 
 # Largest auto chunk per device. On a CPU the throughput peaks near 256
-# variants per computation (BENCHMARKS.md, "Batch size"); accelerators keep
+# variants per computation (BENCHMARKS.md, "The suite": batch throughput); accelerators keep
 # gaining with larger batches.
 MAX_AUTO_CHUNK_CPU = 256
 MAX_AUTO_CHUNK_ACCELERATOR = 1024

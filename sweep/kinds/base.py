@@ -8,8 +8,8 @@ devices, stream, stop cleanly. A kind declares
 
 * ``name`` (the load case's ``kind``), the status codes that can occur in it
   (of the one table, :mod:`sweep.status`), its load-case keys and their
-  types (``loadcase``, a :class:`sweep.schema.Map`), the config keys that do
-  not change its results (``volatile``, ``drop``);
+  types (``loadcase``, a :class:`sweep.schema.Map`), the config it does not use
+  (``drop``: sections, ``unused``: ``sweep`` keys; not part of its cubes' identity);
 * ``check(job)``: semantic checks of the plain config before anything is built;
 * ``plan(cfg) -> Plan``: the model, the design, the chunking and the cube
   layout (channels, coordinates, leading dimensions), validated, frozen;
@@ -29,7 +29,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from sweep.engine.layout import VOLATILE
 from sweep.schema import Map
 
 
@@ -83,8 +82,8 @@ class JobKind:
     channels: tuple = ()      # the cube's channel table (sweep.engine.layout.Channel), for its checks
     status: tuple = ()
     loadcase: Map = Map()
-    volatile: tuple = VOLATILE
-    drop: tuple = ()
+    drop: tuple = ()          # config sections the kind does not use (not part of its identity)
+    unused: tuple = ()        # sweep keys the kind does not use (e.g. start, every without a time axis)
 
     def check(self, job: dict) -> None:
         """Semantic checks of the plain job config (after the type checks of

@@ -301,7 +301,7 @@ class KinematicsAndCompliance(JobKind):
         "load": List(Float(), length=2), "steps": Int(), "loaded_radius": Float(unit="m"),
         "brake_lock_stiffness": Float(), "tolerance": Float(), "max_iterations": Int(),
     })
-    volatile = ("shard", "num_shards", "progress", "start", "every", "verify")
+    unused = ("start", "every")     # no time axis
     drop = ("integrator",)     # no time integration in a K&C job
 
     def plan(self, cfg):

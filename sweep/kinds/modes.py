@@ -208,7 +208,7 @@ class Modes(JobKind):
     # types only: load_case checks the ranges
     loadcase = Map({"name": Str(), "kind": Str(), "description": Str(), "n_modes": Int(),
                     "max_iterations": Int()})
-    volatile = ("shard", "num_shards", "progress", "start", "every", "verify")
+    unused = ("start", "every")     # no time axis
     drop = ("integrator",)     # no time integration in a modes job
 
     def plan(self, cfg):
