@@ -1,4 +1,4 @@
-"""Accuracy and speed cost of the float32 factorisation option (issue 16):
+"""Accuracy and speed cost of the float32 factorisation option:
 ``integrator.solver=block32`` (eq. 11's block LU and its solves in float32,
 q / Jacobian products / state in float64) against the default float64 block
 solver, LSRT2 h = 1 ms, re-linearised every step, nominal axles, the

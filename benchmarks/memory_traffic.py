@@ -1,5 +1,5 @@
 """Memory traffic per variant-step of the engine's time-response chunk runner,
-measured by cache simulation (issue 16: "measured, not estimated").
+measured by cache simulation (not estimated).
 
 This machine's kernel exposes no hardware cache counters to ``perf`` (every
 hardware event is "not supported"), so the traffic is counted by valgrind's

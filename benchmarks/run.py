@@ -1,4 +1,4 @@
-"""The benchmark suite (issue: performance). One command:
+"""The benchmark suite. One command:
 
     .venv/bin/python benchmarks/run.py            # full suite (~20-30 min on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smaller batches and fewer steps (~5 min)
@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 import kernels  # noqa: F401,E402
-from kernels import loads, lsrt2, metrics  # noqa: E402
+from kernels import integrate, loads, lsrt2, metrics  # noqa: E402
 from kernels.model import cast_floats  # noqa: E402
 from kernels.system import model_system  # noqa: E402
 
@@ -126,8 +126,8 @@ class Axle:
 
         def variant(scale):
             m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
-            traj = lsrt2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
-                                  2, steps, 1, lambda r, v, t: r[:3])
+            traj = lsrt2.LSRT2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
+                                        2, steps, 1, lambda r, v, t: r[:3])
             return traj.outputs
         return variant
 
@@ -214,7 +214,7 @@ class Axle:
         def f(r, v):
             lin = sysm.linearise(r, v, sysm.u(5.0))
             fac = sysm.solver.factor(lin, 1e-3 * lsrt2.GAMMA)
-            return lsrt2.step(sysm, lin, fac, lin.q, r, v, 5.0, 1e-3)
+            return integrate.step(lsrt2.LSRT2, sysm, lin, fac, lin.q, r, v, 5.0, 1e-3)[:2]
         return f
 
     def breakdown(self, solver, B, repeat):
@@ -243,7 +243,7 @@ class Axle:
 
     # ------------------------------------------------------------------ accuracy
     def reference(self, t):
-        from sweep.reference import radau
+        from kernels.radau import solve as radau
         _, r, v = radau(self.model, self.exc, self.eq.r, jnp.zeros_like(self.eq.r), t, rtol=1e-8)
         ch = make_channels()
         return jax.vmap(lambda rr, vv: ch(self.model, rr, vv, self.eq.r))(jnp.asarray(r), jnp.asarray(v))

@@ -1,4 +1,4 @@
-"""Work-precision diagram of the fixed-step methods (issue 13, item 3).
+"""Work-precision diagram of the fixed-step methods.
 
     .venv/bin/python benchmarks/work_precision.py            # full: 2 axles x 3 methods x 5 h x 4 N
     .venv/bin/python benchmarks/work_precision.py --quick    # smoke run: double wishbone, h = 1, 2 ms, N = 1, 4
@@ -14,7 +14,7 @@ each step h in {0.25, 0.5, 1, 2, 4} ms and each re-linearisation interval
 N in {1, 2, 4, 8} (``relinearise_every``):
 
 * accuracy: the NMSE of method.md section 3 against the Radau reference
-  (``sweep.reference.radau``, rtol 1e-8, as the suite and the tests),
+  (``kernels.radau.solve``, rtol 1e-8, as the suite and the tests),
   ``NMSE = mean((y - y_ref)^2) / mean(y_ref)^2`` over the load case's
   ``nmse_window`` (4.9 s <= t <= 6.0 s), both sides pooled, for the two
   signals of the README table: the longitudinal wheel-centre displacement
@@ -130,7 +130,7 @@ def _channels_of_states(model, r_eq, r, v):
 
 def reference(case, dt, rtol=REF_RTOL):
     """Radau reference channels at t0 + k dt (every step of the finest h), once per axle."""
-    from sweep.reference import radau
+    from kernels.radau import solve as radau
     n = sample_grid(case.t0, case.t1, dt, 1)
     t = case.t0 + np.arange(n) * dt
     tic = time.perf_counter()
