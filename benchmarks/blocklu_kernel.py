@@ -1,5 +1,5 @@
-"""Prototype of a generated per-model kernel for the core of the LSRT2 step
-(issue 16): the block LU of eq. (11) and its two solves, as straight-line C
+"""Prototype of a generated per-model kernel for the core of the LSRT2 step:
+the block LU of eq. (11) and its two solves, as straight-line C
 generated from the model's elimination schedule (:mod:`kernels.blocks`),
 vectorised across variants (batch-minor: every scalar of the factorisation
 is a SIMD vector of W variants), against XLA's compiled version of the same

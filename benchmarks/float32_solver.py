@@ -1,4 +1,4 @@
-"""Accuracy and speed cost of the float32 factorisation option (issue 16):
+"""Accuracy and speed cost of the float32 factorisation option:
 ``integrator.solver=block32`` (eq. 11's block LU and its solves in float32,
 q / Jacobian products / state in float64) against the default float64 block
 solver, LSRT2 h = 1 ms, re-linearised every step, nominal axles, the
@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import work_precision as wp  # noqa: E402
 from single_variant import machine  # noqa: E402
 from kernels import metrics  # noqa: E402
-from sweep.job import sample_grid  # noqa: E402
-from sweep.time_response import lsrt2_run  # noqa: E402
+from sweep.loadcase import sample_grid  # noqa: E402
+from sweep.kinds.time_response import lsrt2_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,5 +1,5 @@
 """Memory traffic per variant-step of the engine's time-response chunk runner,
-measured by cache simulation (issue 16: "measured, not estimated").
+measured by cache simulation (not estimated).
 
 This machine's kernel exposes no hardware cache counters to ``perf`` (every
 hardware event is "not supported"), so the traffic is counted by valgrind's
@@ -50,10 +50,10 @@ def _runner(batch, steps, micro_batch, axle):
     sys.path.insert(0, ROOT)
     import kernels  # noqa: F401
     from sweep.design import make_design
-    from sweep.job import model_from_config
+    from sweep.model_builder import model_from_config
     from sweep.loadcase import build_excitation
     from sweep.params import build_parameters
-    from sweep.time_response import make_chunk_runner
+    from sweep.kinds.time_response import make_chunk_runner
     cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
     model = model_from_config(cfg("model", f"{axle}.yaml"))
     sw = cfg("sweep", "lhs.yaml")

@@ -1,4 +1,4 @@
-"""The benchmark suite (issue: performance). One command:
+"""The benchmark suite. One command:
 
     .venv/bin/python benchmarks/run.py            # full suite (~20-30 min on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smaller batches and fewer steps (~5 min)
@@ -41,7 +41,7 @@ import time
 # the CPU devices as `python -m sweep` sets them (one per core, at most 2;
 # AXLE_CPU_DEVICES=n), before JAX starts: the sweep job of the suite (peak
 # memory) runs as the app does by default
-from sweep.entry import cpu_devices_are_default, xla_flags_from_env  # noqa: E402
+from sweep.runtime import cpu_devices_are_default, xla_flags_from_env  # noqa: E402
 
 xla_flags_from_env()
 
@@ -51,16 +51,18 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
 import kernels  # noqa: F401,E402
-from kernels import loads, lsrt2, metrics  # noqa: E402
+from kernels import integrate, loads, lsrt2, metrics  # noqa: E402
 from kernels.model import cast_floats  # noqa: E402
 from kernels.system import model_system  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
 from sweep.cube import pooled_signals  # noqa: E402
-from sweep.job import equilibrium, model_from_config, sample_grid
+from kernels.statics import equilibrium
+from sweep.loadcase import sample_grid
+from sweep.model_builder import model_from_config
 from sweep.params import build_parameters  # noqa: E402
-from sweep.time_response import lsrt2_run, make_channels, make_chunk_runner  # noqa: E402
+from sweep.kinds.time_response import lsrt2_run, make_channels, make_chunk_runner  # noqa: E402
 from sweep.loadcase import build_excitation  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,7 +103,7 @@ class Axle:
     # ------------------------------------------------------------------ single variant
     def single(self, solver, repeat):
         """The engine's own single-variant path: the time-response chunk
-        runner (sweep.time_response.make_chunk_runner) for a chunk of one
+        runner (sweep.kinds.time_response.make_chunk_runner) for a chunk of one
         variant - static equilibrium, then 0 -> 6 s, every bushing stored at
         every step - exactly what `python -m sweep` runs for one variant."""
         n = sample_grid(self.t0, self.t1, 1e-3, 1)
@@ -126,8 +128,8 @@ class Axle:
 
         def variant(scale):
             m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
-            traj = lsrt2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
-                                  2, steps, 1, lambda r, v, t: r[:3])
+            traj = lsrt2.LSRT2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
+                                        2, steps, 1, lambda r, v, t: r[:3])
             return traj.outputs
         return variant
 
@@ -151,10 +153,10 @@ class Axle:
         """The same variants as :meth:`batch_runner` mapped the way a default
         job maps a chunk (sweep.engine): ``lax.map`` over micro-batches
         (sweep.micro_batch: auto) on every device that a chunk of B variants
-        gets (sweep.engine.job_devices: both CPU devices from 256 variants),
+        gets (sweep.engine.mapping.job_devices: both CPU devices from 256 variants),
         the chunk split over them (shard_map). Returns (jitted runner,
         devices, micro-batch)."""
-        from sweep import engine
+        from sweep.engine import mapping as engine
         n_dev = engine.job_devices(B)
         mb = engine.micro_batch_of({}, B, n_dev)
         return engine.map_variants(self.variant("block", steps), n_dev, mb), n_dev, mb
@@ -214,7 +216,7 @@ class Axle:
         def f(r, v):
             lin = sysm.linearise(r, v, sysm.u(5.0))
             fac = sysm.solver.factor(lin, 1e-3 * lsrt2.GAMMA)
-            return lsrt2.step(sysm, lin, fac, lin.q, r, v, 5.0, 1e-3)
+            return integrate.step(lsrt2.LSRT2, sysm, lin, fac, lin.q, r, v, 5.0, 1e-3)[:2]
         return f
 
     def breakdown(self, solver, B, repeat):
@@ -243,7 +245,7 @@ class Axle:
 
     # ------------------------------------------------------------------ accuracy
     def reference(self, t):
-        from sweep.reference import radau
+        from kernels.radau import solve as radau
         _, r, v = radau(self.model, self.exc, self.eq.r, jnp.zeros_like(self.eq.r), t, rtol=1e-8)
         ch = make_channels()
         return jax.vmap(lambda rr, vv: ch(self.model, rr, vv, self.eq.r))(jnp.asarray(r), jnp.asarray(v))

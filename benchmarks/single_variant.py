@@ -4,7 +4,7 @@ Usage: python benchmarks/single_variant.py [--model double_wishbone] [--repeat 3
 
 Runs the full load case (0 -> 6 s, h = 1 ms, re-linearisation every step,
 float64) through the engine's own single-variant path (the time-response
-chunk runner, ``sweep.time_response.make_chunk_runner``, for a chunk of one
+chunk runner, ``sweep.kinds.time_response.make_chunk_runner``, for a chunk of one
 variant: static equilibrium, then every bushing stored at every step - what
 ``python -m sweep`` runs for one variant), reports the compile time
 separately and the best of --repeat timed runs, and writes
@@ -22,9 +22,10 @@ import yaml
 import kernels  # noqa: F401
 import numpy as np
 
-from sweep.job import model_from_config, sample_grid
+from sweep.loadcase import sample_grid
+from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
-from sweep.time_response import make_chunk_runner
+from sweep.kinds.time_response import make_chunk_runner
 from sweep.loadcase import build_excitation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -20,8 +20,8 @@ import kernels  # noqa: F401
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
 from sweep.design import make_design
-from sweep.time_response import make_chunk_runner
-from sweep.job import model_from_config
+from sweep.kinds.time_response import make_chunk_runner
+from sweep.model_builder import model_from_config
 from sweep.loadcase import build_excitation
 from sweep.params import build_parameters
 

@@ -1,4 +1,4 @@
-"""Work-precision diagram of the fixed-step methods (issue 13, item 3).
+"""Work-precision diagram of the fixed-step methods.
 
     .venv/bin/python benchmarks/work_precision.py            # full: 2 axles x 3 methods x 5 h x 4 N
     .venv/bin/python benchmarks/work_precision.py --quick    # smoke run: double wishbone, h = 1, 2 ms, N = 1, 4
@@ -14,7 +14,7 @@ each step h in {0.25, 0.5, 1, 2, 4} ms and each re-linearisation interval
 N in {1, 2, 4, 8} (``relinearise_every``):
 
 * accuracy: the NMSE of method.md section 3 against the Radau reference
-  (``sweep.reference.radau``, rtol 1e-8, as the suite and the tests),
+  (``kernels.radau.solve``, rtol 1e-8, as the suite and the tests),
   ``NMSE = mean((y - y_ref)^2) / mean(y_ref)^2`` over the load case's
   ``nmse_window`` (4.9 s <= t <= 6.0 s), both sides pooled, for the two
   signals of the README table: the longitudinal wheel-centre displacement
@@ -25,7 +25,7 @@ N in {1, 2, 4, 8} (``relinearise_every``):
   runs of the same compiled executable) per simulated second, and per step.
 
 The runs go through the single-variant path of the app and of
-``benchmarks/single_variant.py`` (``sweep.time_response.lsrt2_run``, lowered and
+``benchmarks/single_variant.py`` (``sweep.kinds.time_response.lsrt2_run``, lowered and
 compiled once per combination, all channels at every step, block solver,
 float64). They start at ``--t-start`` (default 4.5 s) in the static
 equilibrium under the loads there; the load case starts at rest in
@@ -63,8 +63,10 @@ import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
 from kernels.methods import METHODS
 from sweep.cube import pooled_signals
-from sweep.job import equilibrium, model_from_config, sample_grid
-from sweep.time_response import lsrt2_run, make_channels
+from kernels.statics import equilibrium
+from sweep.loadcase import sample_grid
+from sweep.model_builder import model_from_config
+from sweep.kinds.time_response import lsrt2_run, make_channels
 from sweep.loadcase import build_excitation
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -122,7 +124,7 @@ def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, windo
 
 @jax.jit
 def _channels_of_states(model, r_eq, r, v):
-    """The job's channels (``sweep.time_response.make_channels``) at a sequence of states
+    """The job's channels (``sweep.kinds.time_response.make_channels``) at a sequence of states
     (compiled once: eager vmap would dispatch op by op)."""
     ch = make_channels()
     return jax.vmap(lambda rr, vv: ch(model, rr, vv, r_eq))(r, v)
@@ -130,7 +132,7 @@ def _channels_of_states(model, r_eq, r, v):
 
 def reference(case, dt, rtol=REF_RTOL):
     """Radau reference channels at t0 + k dt (every step of the finest h), once per axle."""
-    from sweep.reference import radau
+    from kernels.radau import solve as radau
     n = sample_grid(case.t0, case.t1, dt, 1)
     t = case.t0 + np.arange(n) * dt
     tic = time.perf_counter()
@@ -403,7 +405,7 @@ def markdown(res, command):
     L.append("")
     w = res.get("window", [4.9, 6.0])
     L.append(f"Single variant, block solver, float64, all channels stored at every step (the app's "
-             f"single-variant path, `sweep.time_response.lsrt2_run`); run from {res.get('t_start'):g} s (static "
+             f"single-variant path, `sweep.kinds.time_response.lsrt2_run`); run from {res.get('t_start'):g} s (static "
              f"equilibrium) to {res.get('t_end'):g} s = {res.get('t_end', 0) - res.get('t_start', 0):g} "
              f"simulated s. NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g} s <= t <= {w[1]:g} s, "
              "both sides pooled (method.md section 3), sampled at every step of the method, against "
@@ -484,7 +486,7 @@ def main(argv=None):
     Ns = args.relinearise_every or ([1, 4] if q else list(RELINEARISE))
     repeat = args.repeat or (2 if q else 3)
     if not args.no_cache:
-        from sweep.entry import setup
+        from sweep.runtime import setup
         setup()       # the app's persistent compilation cache (a re-run skips XLA's compile)
     argl = list(sys.argv[1:] if argv is None else argv)
     command = " ".join(["python benchmarks/work_precision.py"] + argl)
@@ -527,7 +529,7 @@ def _retime_main(args):
         res = json.load(f)
     stem = os.path.splitext(os.path.basename(args.retime))[0]
     if not args.no_cache:
-        from sweep.entry import setup
+        from sweep.runtime import setup
         setup()
     started = time.time()
     info = {"date": time.strftime("%Y-%m-%d"), "started": time.strftime("%H:%M"), "loadavg": {"start": _loadavg()},

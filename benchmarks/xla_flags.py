@@ -1,4 +1,4 @@
-"""XLA:CPU options measured, not guessed (issue 16): the batched chunk runner's
+"""XLA:CPU options measured, not guessed: the batched chunk runner's
 throughput (benchmarks/sweep_throughput.py: double wishbone, per-variant
 static equilibrium + LSRT2 h = 1 ms, re-linearised every step) under each
 XLA_FLAGS setting, one fresh process per setting (XLA reads its flags once),

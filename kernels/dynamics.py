@@ -29,9 +29,14 @@ class Linearisation(NamedTuple):
     K: jax.Array        # (m, 6, 6) blocks of K(r) at the linearisation state
 
 
-def _states_with_ground(r, v):
+def states_with_ground(r, v):
+    """Per-body states ``(r, v)`` side by side, (m + 1, 12), with a last row
+    of zeros for the ground: the force elements index their two bodies into
+    it by state slot (slot m = ground, which has no state)."""
     x = jnp.concatenate([r, v], axis=1)
     return jnp.concatenate([x, jnp.zeros((1, 12), x.dtype)], axis=0)
+
+
 
 
 def _wheel_loads(model, r, u):
@@ -45,7 +50,7 @@ def generalised_forces(model, r, v, u):
     """Sum of element, gravity and wheel forces per body, (m, 6): F (vehicle frame), M (body frame)."""
     topo = model.topology
     m = topo.n_bodies
-    x = _states_with_ground(r, v)
+    x = states_with_ground(r, v)
     Q = jnp.zeros((m + 1, 6), r.dtype)
     for group in topo.element_groups:       # kernels.forces.ElementGroup
         bodies = group.bodies(topo)
@@ -152,7 +157,7 @@ def _element_jacobians(model, r, v):
     topo = model.topology
     m = topo.n_bodies
     pattern = blocks.model_pattern(topo)
-    x = _states_with_ground(r, v)
+    x = states_with_ground(r, v)
     dG, dG_slots, gQ, gQ_bodies = [], [], [], []
     for group in topo.element_groups:       # kernels.forces.ElementGroup
         bodies = np.asarray(group.bodies(topo))

@@ -30,11 +30,22 @@ embedded order 2), :data:`kernels.linear_implicit_euler.LINEAR_IMPLICIT_EULER`
 The system interface (:class:`System`) is what :func:`kernels.system.model_system`
 binds for the multibody model and what the tests build for analytic
 problems: flat r, v (n,) and flat u.
+
+The method interface (:class:`Method`, the pattern of diffrax's solvers: a
+method is a value, the time loop takes it as an argument) is what every
+caller - the sweep's variants, K&C, tuning (checkpointed reverse mode),
+the benchmarks - programs against: ``name``, ``order``, ``jittable``,
+``has_error_estimate`` and ``simulate(system, r0, v0, t0, h, n_samples, ...)
+-> Trajectory``. :class:`RosenbrockTableau` implements it with the one
+time loop of this module (:func:`simulate`, jittable, vmappable,
+differentiable); :class:`kernels.radau.Radau` implements it as the
+non-jittable reference (scipy's Radau IIA on the host, one variant at a
+time). The registry by name is :data:`kernels.methods.METHODS`.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -49,13 +60,59 @@ class System(NamedTuple):
     format), ``q(r, v, u) -> (n,)``, ``rates(r, v) -> (n,)`` (= K(r) v),
     ``u(t)`` and ``du(t)`` (flat input and its rate), ``solver``
     (:class:`kernels.linsolve.Solver`: factorisation of eq. 11 and the
-    Jacobian products)."""
+    Jacobian products), ``switch_times`` (times at which u or du/dt is not
+    smooth, ascending floats: a variable-step method such as
+    :class:`kernels.radau.Radau` splits its integration there; the
+    fixed-step loop does not read them)."""
     linearise: Callable
     q: Callable
     rates: Callable
     u: Callable
     du: Callable
     solver: linsolve.Solver = linsolve.DENSE
+    switch_times: tuple = ()
+
+
+class Trajectory(NamedTuple):
+    """What every method's ``simulate`` returns."""
+    t: jax.Array         # (n_samples,) s
+    outputs: Any         # pytree with leading n_samples
+    r: jax.Array         # final state
+    v: jax.Array
+    max_error: jax.Array  # largest error_norm of any step (0 without an embedded method)
+
+
+@runtime_checkable
+class Method(Protocol):
+    """An integration method as a value (module doc).
+
+    ``name``: its name in :data:`kernels.methods.METHODS` (the sweep's
+    ``integrator.name``); ``order``: classical order; ``jittable``: whether
+    ``simulate`` may run under ``jax.jit`` / ``vmap`` / ``grad`` (True for the
+    fixed-step Rosenbrock methods; False for the host-side reference, which
+    runs eagerly, one variant at a time); ``has_error_estimate``: whether
+    ``error_norm`` is evaluated (an embedded solution) so that
+    ``Trajectory.max_error`` means something.
+
+    ``simulate(system, r0, v0, t0, h, n_samples, every=1, relinearise_every=1,
+    output_fn=None, error_norm=None, checkpoint_block=None) -> Trajectory``:
+    integrate the :class:`System` from (r0, v0) at t0 and return the
+    samples at t0 + i * every * h, i = 0 .. n_samples - 1 (``h``: the step
+    of a fixed-step method, the output grid of a variable-step one).
+    ``output_fn(r, v, t)`` maps a state to the sampled pytree (default
+    ``{"r": r, "v": v}``); ``relinearise_every``, ``error_norm`` and
+    ``checkpoint_block`` are as in :func:`simulate` and ignored by methods
+    to which they do not apply (documented by each). A method that fails
+    returns non-finite outputs rather than raising, so that a sweep flags
+    the variant and goes on."""
+    name: str
+    order: int
+    jittable: bool
+    has_error_estimate: bool
+
+    def simulate(self, system: System, r0, v0, t0, h, n_samples, every=1, relinearise_every=1,
+                 output_fn=None, error_norm=None, checkpoint_block=None) -> Trajectory:
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +122,14 @@ class RosenbrockTableau:
     ``a`` and ``g`` are strictly lower-triangular s x s (tuples of rows),
     ``gamma`` the common diagonal g_ii, ``b`` the weights, ``b_hat`` the
     embedded weights (or None), ``order`` / ``embedded_order`` the classical
-    orders (checked by the tests, not here)."""
+    orders (checked by the tests, not here).
+
+    A :class:`Method`: jittable, with an error estimate where it has
+    ``b_hat``; its :meth:`simulate` is the module's :func:`simulate`. It
+    takes no tolerances (a fixed step): the user's tolerances reach an
+    embedded method through ``error_norm``."""
+    jittable = True                  # class attribute, not a field
+
     name: str
     gamma: float
     a: tuple
@@ -92,6 +156,16 @@ class RosenbrockTableau:
             raise ValueError(f"{self.name}.b_hat must have {s} entries")
         if not np.all(np.isfinite(np.asarray(self.b, float))):
             raise ValueError(f"{self.name}.b must be finite")
+
+    @property
+    def has_error_estimate(self) -> bool:
+        return self.b_hat is not None
+
+    def simulate(self, system: System, r0, v0, t0, h, n_samples, every=1, relinearise_every=1,
+                 output_fn=None, error_norm=None, checkpoint_block=None) -> Trajectory:
+        """:func:`simulate` with this method (the :class:`Method` contract)."""
+        return simulate(self, system, r0, v0, t0, h, n_samples, every, relinearise_every,
+                        output_fn, error_norm, checkpoint_block)
 
     @property
     def stages(self) -> int:
@@ -181,14 +255,6 @@ def step(method: RosenbrockTableau, system: System, lin, fac, q1, r, v, t, h):
         er, ev = _combine(e, drs), _combine(e, dvs)
         err = (h * er, h * ev)
     return r_new, v_new, err
-
-
-class Trajectory(NamedTuple):
-    t: jax.Array         # (n_samples,) s
-    outputs: Any         # pytree with leading n_samples
-    r: jax.Array         # final state
-    v: jax.Array
-    max_error: jax.Array  # largest error_norm of any step (0 without an embedded method)
 
 
 def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples, every=1,

@@ -66,13 +66,12 @@ constraint), not finite differences.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import integrate, lsrt2, metrics
+from kernels import metrics
 from kernels import linalg
 from kernels.dynamics import linearise, q_fn
 from kernels.model import ModelError
@@ -792,31 +791,4 @@ def force_curve(model, eq0, amplitudes, direction, tol=1e-6, max_iter=60,
 
     out, ok = _continuation(solve_one, amplitudes, eq0.r)
     return {**out, "converged": ok}
-
-
-# --------------------------------------------------------------------------- time response
-
-class Response(NamedTuple):
-    t: jax.Array          # (n_steps + 1,) s
-    outputs: object       # pytree with leading n_steps + 1
-    r: jax.Array          # final state (flat)
-    v: jax.Array
-
-
-def simulate_checkpointed(system: integrate.System, r0, v0, t0, h, n_steps, output_fn, block=50,
-                          method=None):
-    """LSRT2 (or ``method``) with a linearisation every step whose reverse-mode
-    derivative needs bounded memory: :func:`kernels.integrate.simulate` with
-    ``checkpoint_block = block`` (the steps run as a scan over blocks of
-    ``block`` steps, each under ``jax.checkpoint``; reverse mode stores only
-    the block boundaries and recomputes one block at a time, so memory grows
-    like n_steps / block + block per-step working sets). ``n_steps`` must be
-    a multiple of ``block`` (both static). ``output_fn(r, v, t)`` is sampled
-    at every step."""
-    n_steps, block = int(n_steps), int(block)
-    if block < 1 or n_steps % block:
-        raise ModelError(f"n_steps = {n_steps} must be a positive multiple of block = {block}")
-    traj = integrate.simulate(method or lsrt2.LSRT2, system, r0, v0, t0, h, n_steps + 1, 1, 1,
-                              output_fn, checkpoint_block=block)
-    return Response(traj.t, traj.outputs, traj.r, traj.v)
 

@@ -2,20 +2,13 @@
 
 Why not ``jnp.linalg.solve`` / ``jax.scipy.linalg.lu_factor`` under
 ``vmap``: on the CPU they call LAPACK through jaxlib, and jaxlib 0.10.x
-(the newest release on the package index on 2026-11-25) spreads a
-*batched* LAPACK call over XLA's intra-op thread pool and blocks the
-calling pool thread until its pieces are done. When as many such calls run
-at once as the pool has threads - the pool has one thread per usable core,
-two on the development machine, and XLA runs independent operations
-concurrently - every pool thread waits for work that no thread is left to
-run: the process hangs at 0 % CPU (observed: ``python -m sweep
-loadcase=kc_wheel_travel sweep=lhs sweep.n_variants=64`` hung in 4 of 6
-runs, gdb showing both pool threads in ``jax::ParallelBatchMap`` ->
-``BlockingCounter::Wait`` under ``lapack_dtrsm_ffi`` / ``lapack_dgetrf_ffi``;
-most likely also what stalled the two-device chunk runner in issue 16).
-jaxlib 0.11 compiles that parallel path out of its open-source builds;
-jaxlib 0.9.2 avoids it but crashed loading its own persistent compilation
-cache on this machine.
+spreads a *batched* LAPACK call over XLA's intra-op thread pool and blocks
+the calling pool thread until its pieces are done. When as many such calls
+run at once as the pool has threads - the pool has one thread per usable
+core, and XLA runs independent operations concurrently - every pool thread
+waits for work that no thread is left to run: the process hangs at 0 % CPU
+(the observed hangs and the jaxlib versions tried: CHANGELOG.md, 2026-11-25,
+"Fixed"; BENCHMARKS.md, "Micro-batching").
 
 So every solve in the kernels goes through :func:`solve`: under ``vmap``
 it becomes a ``lax.map`` of single (unbatched) LAPACK solves

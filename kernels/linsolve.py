@@ -1,8 +1,11 @@
-"""Linear algebra of one LSRT2 step: the coefficient matrix of eq. (11), its
-factorisation, and the Jacobian products of eqs. (7)-(8).
+"""Linear algebra of one linear-implicit step (LSRT2 and the other Rosenbrock
+methods): the coefficient matrix of eq. (11), its factorisation, and the
+Jacobian products of eqs. (7)-(8).
 
 A *solver* bundles these operations for one storage format of the
-linearisation, so that the integrator (:mod:`kernels.lsrt2`) is written once:
+linearisation, so that the generic step and time loop
+(:func:`kernels.integrate.step`, :func:`kernels.integrate.simulate`) are
+written once for every method and every format:
 
 ``factor(lin, hg) -> fac``  A = E - hg J_v - hg^2 J_r K  (eq. 11), factorised;
                            ``hg = h * g`` comes from the method (its

@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels import forces
-from kernels.dynamics import _states_with_ground
+from kernels.dynamics import states_with_ground
 from kernels.rotations import euler_to_matrix
 
 
@@ -31,7 +31,7 @@ def toe_camber(model, r):
 
 def bushing_forces(model, r, v):
     """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m]."""
-    x = _states_with_ground(r, v)
+    x = states_with_ground(r, v)
     b = model.topology.bushing_bodies
     return jax.vmap(forces.bushing_output)(forces.bushing_params(model), x[b[:, 0]], x[b[:, 1]])
 
@@ -40,7 +40,7 @@ def chassis_reaction(model, r, v):
     """Total force (3,) [N] that all force elements exert on the chassis (ground)."""
     topo = model.topology
     m = topo.n_bodies
-    x = _states_with_ground(r, v)
+    x = states_with_ground(r, v)
     total = jnp.zeros(3)
     for group in topo.element_groups:       # kernels.forces.ElementGroup
         b = group.bodies(topo)

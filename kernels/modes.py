@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import forces, linalg
-from kernels.dynamics import _states_with_ground, linearise
+from kernels.dynamics import states_with_ground, linearise
 
 
 class Modes(NamedTuple):
@@ -152,7 +152,7 @@ def _bushing_deflection_map(model, r):
     v0 = jnp.zeros_like(r)
 
     def defl(rr):
-        x = _states_with_ground(rr, v0)
+        x = states_with_ground(rr, v0)
         return jax.vmap(lambda p, a, b: forces.bushing_deflection(p, a, b)[0])(
             prm, x[bodies[:, 0]], x[bodies[:, 1]])
     d0 = defl(r)

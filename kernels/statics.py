@@ -260,3 +260,8 @@ def constrained_equilibrium(model, u, z_target, r_start=None, fz_start=None, tol
                           (model, u, jnp.asarray(z_target, x.dtype)), x)
     return ConstrainedEquilibrium(x[:-2].reshape(m, 6), x[-2:] * FZ_UNIT,
                                   ok & finite & (res <= tol), it, res)
+
+
+# the static equilibrium compiled once per model structure, for callers that
+# solve one variant at a time (tests, benchmarks, notebooks)
+equilibrium = jax.jit(static_equilibrium)

@@ -1,4 +1,9 @@
-"""Bind a model and an excitation into the integrator's system interface."""
+"""Bind a model and an excitation into the integrator's system interface
+(:class:`kernels.integrate.System`), so that every method - the fixed-step
+Rosenbrock methods and the Radau reference - integrates the multibody
+model through the same few functions."""
+import jax
+
 from kernels import linsolve, loads
 from kernels.dynamics import linearise_blocks, q_fn
 from kernels.integrate import System
@@ -15,7 +20,10 @@ def model_system(model, exc, solver="block") -> System:
     ``block32``: the block LU and its two solves in float32, everything else
     - q, the Jacobian products, the state - in float64; an explicit
     precision option, its accuracy cost in BENCHMARKS.md); all use the
-    block-sparse linearisation."""
+    block-sparse linearisation. ``switch_times`` are the excitation's
+    (:func:`kernels.loads.switch_times`) when it is concrete, empty when
+    ``exc`` is traced (under ``jit``, where only the fixed-step methods run,
+    which do not read them)."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
@@ -26,4 +34,11 @@ def model_system(model, exc, solver="block") -> System:
         u=lambda t: loads.u_at(exc, t).reshape(-1),
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
         solver=linsolve.model_solver(model.topology, solver),
+        switch_times=_switch_times(exc),
     )
+
+
+def _switch_times(exc) -> tuple:
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(exc)):
+        return ()
+    return tuple(float(t) for t in loads.switch_times(exc))

@@ -1,11 +1,17 @@
 """Overview plot of a result cube (PNG beside the cube).
 
-What a reader of a longitudinal-step sweep wants first: the response in a
-window around the step (not seconds of flat line before it), both sides,
-the *rise* of the reference-bushing force from each variant's own static
-value (the preload differs between variants), a few variants labelled with
-their parameter values (those with the smallest, median and largest peak
-rise), and how the parameters drive the response.
+One variant (a single run): what an engineer looks at after it - the time
+histories of the wheel-centre x and z displacement, toe, camber and the
+force of the reference bushing, left and right, from just before the load
+step to the end of the run, titled with the model, load case and
+integrator.
+
+A sweep (more than one variant): the response in a window around the step
+(not seconds of flat line before it), both sides, the *rise* of the
+reference-bushing force from each variant's own static value (the preload
+differs between variants), a few variants labelled with their parameter
+values (those with the smallest, median and largest peak rise), and how the
+parameters drive the response.
 
 :func:`kc_sheet`: the one-page "K&C sheet" of a K&C cube (curves against
 travel / force / torque, design-position metrics, compliance matrix).
@@ -49,7 +55,132 @@ def _label(ds, v, params):
 
 
 def overview(ds, path, n_samples=5, before=0.05, after=0.5):
-    """Write the overview PNG of a time-response cube and return its path.
+    """Write the overview PNG of a time-response cube and return its path
+    (the figure: :func:`overview_figure`)."""
+    overview_figure(ds, n_samples=n_samples, before=before, after=after).savefig(path, dpi=90)
+    return path
+
+
+def overview_figure(ds, n_samples=5, before=0.05, after=0.5):
+    """The overview figure of a time-response cube: :func:`_single_run_figure`
+    for a cube of one variant (whatever its status: a failed run says so in
+    the title), :func:`_sweep_figure` for more than one variant (even if only
+    one of them is ok: the sweep figure reports how many are)."""
+    if ds.sizes["variant"] == 1:
+        return _single_run_figure(ds, before=before)
+    return _sweep_figure(ds, n_samples=n_samples, before=before, after=after)
+
+
+METHOD_LABEL = {"lsrt2": "LSRT2", "ros34pw2": "ROS34PW2", "linear_implicit_euler": "linear-implicit Euler",
+                "radau": "Radau"}
+SIDE_COLOUR = {"left": "C0", "right": "C1"}
+COMPONENT_COLOUR = {"fx": "C0", "fy": "C1", "fz": "C2"}
+
+
+def _run_title(ds):
+    """'model: load case, method h = .. ms (.. solver)' from the cube's
+    attributes and its resolved config (parts that are missing are left out)."""
+    try:
+        import yaml
+        cfg = yaml.safe_load(ds.attrs.get("config", "")) or {}
+    except Exception:  # noqa: BLE001 - a title without the config
+        cfg = {}
+    lc = (cfg.get("loadcase") or {}).get("name")
+    integ = cfg.get("integrator") or {}
+    method = METHOD_LABEL.get(integ.get("name"), integ.get("name"))
+    if method and integ.get("dt"):
+        method += f", h = {float(integ['dt']) * 1e3:g} ms"
+    if method and integ.get("solver"):
+        method += f" ({integ['solver']} solver)"
+    return f"{ds.attrs.get('model', 'model')}: " + ", ".join(x for x in (lc, method) if x)
+
+
+def _single_run_figure(ds, before=0.05):
+    """Time histories of one variant, from ``before`` s ahead of the load
+    step to the end of the run, left and right wheel in every panel:
+    wheel-centre x and z displacement from the static equilibrium [mm], toe
+    and camber [deg] (DIN 70000), and the force of the reference bushing of
+    each side (fx, fy, fz on its first body, vehicle frame) [kN]."""
+    from sweep.store import STATUS_MEANINGS
+    t = ds.time.values
+    ts = step_time(ds)
+    win = t >= ts - before - 1e-12
+    if win.sum() < 2:
+        win = np.ones_like(t, bool)
+    tw = t[win]
+    one = ds.isel(variant=0, time=np.flatnonzero(win))
+    refs = {s: ds.attrs.get(f"reference_bushing_{s}") for s in ("left", "right")}
+
+    fig = Figure(figsize=(14, 10), constrained_layout=True)
+    axes = fig.subplots(3, 2)
+    panels = [
+        (axes[0, 0], "wheel-centre x (+ forward)", "x displacement from static [mm]",
+         {s: one.wheel_centre_displacement.sel(side=s, axis="x").values * 1e3 for s in SIDE_STYLE}),
+        (axes[0, 1], "wheel-centre z (+ up)", "z displacement from static [mm]",
+         {s: one.wheel_centre_displacement.sel(side=s, axis="z").values * 1e3 for s in SIDE_STYLE}),
+        (axes[1, 0], "toe (DIN 70000, + toe-in)", "toe [deg]", {s: one.toe.sel(side=s).values * DEG
+                                                                  for s in SIDE_STYLE}),
+        (axes[1, 1], "camber (DIN 70000, + top out)", "camber [deg]", {s: one.camber.sel(side=s).values * DEG
+                                                                        for s in SIDE_STYLE}),
+    ]
+    for ax, title, ylabel, curves in panels:
+        for s, y in curves.items():
+            ax.plot(tw, y, SIDE_STYLE[s], color=SIDE_COLOUR[s], lw=1.1, label=s)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel)
+        _tidy_time_axes(ax, tw, ts, np.concatenate(list(curves.values())))
+        ax.legend(fontsize=8, loc="best")
+    for ax, s in zip(axes[2], ("left", "right")):
+        b = refs[s]
+        if b is None or b not in ds.bushing.values:
+            ax.set_title(f"reference bushing, {s}: not in the cube", fontsize=10)
+            ax.set_axis_off()
+            continue
+        f = one.bushing_force.sel(bushing=b)
+        ys = []
+        for c, colour in COMPONENT_COLOUR.items():
+            y = np.asarray(f.sel(component=c).values, float) / 1e3
+            ys.append(y)
+            ax.plot(tw, y, SIDE_STYLE[s], color=colour, lw=1.1, label=c)
+        ax.set_title(f"reference bushing, {s}: {b}", fontsize=10)
+        ax.set_ylabel("force on body 1, vehicle frame [kN]")
+        _tidy_time_axes(ax, tw, ts, np.concatenate(ys))
+        ax.legend(fontsize=8, loc="best", ncols=3)
+    status = int(np.asarray(ds.status.values)[0])
+    what = STATUS_MEANINGS.get(status, f"status {status}").replace("_", " ")
+    params = [p for p in ds.attrs.get("parameters", []) if p in ds]
+    line2 = f"variant {int(ds.variant.values[0])}: {what}"
+    if params:
+        line2 += " (" + ", ".join(f"{p} = {float(ds[p].values[0]):.4g}" for p in params[:6]) \
+                 + (", ..." if len(params) > 6 else "") + ")"
+    line2 += f"; load step at {ts:g} s (dotted); left solid, right dashed"
+    fig.suptitle(f"{_run_title(ds)}\n{line2}")
+    return fig
+
+
+def _tidy_time_axes(ax, tw, ts, y):
+    """Time axis over the window with the step marked; plain tick labels;
+    a flat (or all-NaN) curve gets a readable range instead of round-off ticks."""
+    ax.axvline(ts, color="k", lw=0.6, ls=":")
+    ax.set_xlim(tw[0], tw[-1])
+    ax.set_xlabel("time [s]")
+    ax.grid(True, lw=0.4, color="0.85")
+    ax.ticklabel_format(axis="both", style="plain", useOffset=False)
+    fin = np.asarray(y, float)
+    fin = fin[np.isfinite(fin)]
+    if not fin.size:
+        ax.set_ylim(-1.0, 1.0)
+        ax.text(0.5, 0.5, "no finite values", ha="center", va="center", transform=ax.transAxes, color="0.4")
+        return
+    lo, hi = float(fin.min()), float(fin.max())
+    c = 0.5 * (lo + hi)
+    if hi - lo <= 1e-6 * abs(c) + 1e-12:
+        h = 0.05 * abs(c) if c != 0 else 1.0
+        ax.set_ylim(c - h, c + h)
+
+
+def _sweep_figure(ds, n_samples=5, before=0.05, after=0.5):
+    """The overview figure of a sweep.
 
     Top: longitudinal wheel-centre displacement and rise of the longitudinal
     reference-bushing force (from each variant's value just before the step)
@@ -151,8 +282,7 @@ def overview(ds, path, n_samples=5, before=0.05, after=0.5):
             a.set_axis_off()
     fig.suptitle(f"{ds.attrs.get('model', '')}: {len(ok)} of {len(status)} variants ok; "
                  f"step at {ts:g} s")
-    fig.savefig(path, dpi=90)
-    return path
+    return fig
 
 
 # --------------------------------------------------------------------------- K&C sheet

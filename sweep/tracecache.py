@@ -4,8 +4,8 @@
 Why: the persistent compilation cache (``sweep.runtime.setup``) removes XLA's
 compile on a second run, but JAX still *traces* the chunk runner (the model's
 force elements, the static-equilibrium Newton loop, the Rosenbrock step and
-the block solver: ~8 s of Python on this machine for the double wishbone)
-before it can even look the compiled program up. With the trace cache a rerun
+the block solver: seconds of Python for a full axle; BENCHMARKS.md,
+"Start-up of a rerun") before it can even look the compiled program up. With the trace cache a rerun
 of the same job deserialises the exported program and hands it to ``jax.jit``;
 as the first run compiles the *same* deserialised program, the compiled
 executable is a hit in the persistent compilation cache.

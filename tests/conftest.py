@@ -1,12 +1,12 @@
 """Shared, session-scoped fixtures: the double-wishbone and multi-link models and
 their equilibria are built and compiled once per test session (compiled
-functions such as ``sweep.time_response.lsrt2_run`` are cached by their static
+functions such as ``sweep.kinds.time_response.lsrt2_run`` are cached by their static
 arguments, so tests that call them alike share one compilation)."""
 import os
 import sys
 import tempfile
 
-# the job entry points run LAPACK single-threaded (sweep.entry.single_threaded_lapack);
+# the job entry points run LAPACK single-threaded (sweep.runtime.single_threaded_lapack);
 # so do the tests, whose in-process references are compared bitwise with
 # `python -m sweep` subprocesses (OpenBLAS's threads change the round-off of
 # a dense solve). Set before NumPy / SciPy load their OpenBLAS.
@@ -64,7 +64,7 @@ def step_excitation():
 @pytest.fixture(scope="session")
 def dw_equilibrium(dw_model, step_excitation):
     from kernels import loads
-    from sweep.job import equilibrium
+    from kernels.statics import equilibrium
     return equilibrium(dw_model, loads.u_at(step_excitation, 4.9))
 
 
@@ -83,7 +83,7 @@ def ml_model(ml_cfg):
 @pytest.fixture(scope="session")
 def ml_equilibrium(ml_model, step_excitation):
     from kernels import loads
-    from sweep.job import equilibrium
+    from kernels.statics import equilibrium
     return equilibrium(ml_model, loads.u_at(step_excitation, 4.9))
 
 
@@ -100,9 +100,9 @@ def step_runs_against_radau(model, exc, r_eq, **radau_kw):
     """LSRT2 (h = 1 ms, block solver) and the Radau reference over 4.9-6.0 s from
     the equilibrium r_eq: (t, lsrt2 channels, reference channels)."""
     import jax
-    from sweep.time_response import lsrt2_run, make_channels
+    from sweep.kinds.time_response import lsrt2_run, make_channels
     channels = make_channels()
-    from sweep.reference import radau
+    from kernels.radau import solve as radau
     t = 4.9 + np.arange(1101) * 1e-3
     lsrt2 = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1, relinearise_every=1)
     _, r, v = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t, **radau_kw)

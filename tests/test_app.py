@@ -65,7 +65,7 @@ def test_cli_writes_a_valid_cube_and_summary(cli_run):
 
 
 def test_cube_equals_direct_kernel_run(cli_run, dw_model, step_excitation, dw_equilibrium):
-    from sweep.time_response import lsrt2_run
+    from sweep.kinds.time_response import lsrt2_run
     _, out = cli_run
     ds = xr.open_zarr(out)
     direct = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.95, 0.001,
@@ -105,10 +105,15 @@ def test_reference_beside_gives_nmse_summary(cli_run, capsys):
     assert printed > 0
 
 
-def test_unknown_config_key_fails_before_compute():
-    proc = cli("integrator.relinearize_every=2")
-    assert proc.returncode != 0
-    assert "relinearize_every" in proc.stderr
+def test_unknown_config_key_fails_before_compute(tmp_path):
+    """A misspelt key is Hydra's composition error (exit 1, its message naming
+    the key), raised before anything is built: no compile, no cube."""
+    out = tmp_path / "c.zarr"
+    proc = cli("integrator.relinearize_every=2", f"output.path={out}", f"hydra.run.dir={tmp_path}/hydra")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Could not override 'integrator.relinearize_every'" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "compile" not in proc.stdout
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("override, message", [

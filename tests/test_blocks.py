@@ -127,7 +127,7 @@ def _trajectories_agree(model, exc, eq):
     """Whole LSRT2 trajectories across the step (4.9-6.0 s) with either
     factorisation agree to 1e-8 relative. The block run has the static
     arguments of the validation tests, so it shares their compilation."""
-    from sweep.time_response import lsrt2_run
+    from sweep.kinds.time_response import lsrt2_run
     kw = dict(n_samples=1101, every=1, relinearise_every=1)
     a = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, **kw)
     b = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, solver="dense", **kw)
@@ -171,10 +171,11 @@ def test_float32_block_solver_is_float32_accurate_and_returns_float64(dw_model, 
     res = np.linalg.norm(MA @ np.asarray(x) - Mb) / np.linalg.norm(Mb)
     x64 = np.linalg.solve(MA, Mb)
     err = np.linalg.norm(np.asarray(x) - x64) / np.linalg.norm(x64)
-    # the coefficient matrix is stiff (cond ~5e7): a float32 LU gives ~5e-4
-    # relative (measured), inside the backward-stable bound cond * eps32; the
-    # float64 solver gives < 1e-10 (test above). The whole-trajectory cost
-    # is far smaller (NMSE change 2e-12, BENCHMARKS.md): the error sits in
-    # the stiff components, which the L-stable method damps.
-    assert 1e-9 < err < 1e-2 and err < np.linalg.cond(MA) * np.finfo(np.float32).eps, err
-    assert res < 1e-2, res
+    # the coefficient matrix is stiff (cond ~5e7): a float32 LU gives
+    # err 5.2e-4, res 2.3e-4 relative (measured 2026-11-25; bounds ~3x),
+    # inside the backward-stable bound cond * eps32; the float64 solver gives
+    # < 1e-10 (test above). The whole-trajectory cost is far smaller (NMSE
+    # change 2e-12, BENCHMARKS.md): the error sits in the stiff components,
+    # which the L-stable method damps.
+    assert 1e-9 < err < 1.5e-3 and err < np.linalg.cond(MA) * np.finfo(np.float32).eps, err
+    assert res < 7e-4, res

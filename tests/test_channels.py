@@ -1,4 +1,4 @@
-"""Output channels are declared once (sweep.time_response.CHANNELS): a channel
+"""Output channels are declared once (sweep.kinds.time_response.CHANNELS): a channel
 added to the table - one edit - reaches the cube with its dims, units and
 long name, shapes by jax.eval_shape, also when variants fail (NaN fill) and
 with the Radau reference path. (That the single-variant path lsrt2_run and
@@ -21,8 +21,8 @@ def _wheel_centre_height(s):
 @pytest.fixture
 def extra_channel(monkeypatch):
     """One new entry in the channel table: wheel-centre height [m] per side."""
-    from sweep import time_response
-    from sweep.engine import Channel
+    from sweep.kinds import time_response
+    from sweep.engine.layout import Channel
     ch = Channel("wheel_centre_height", ("side",), "m", "wheel-centre height above the ground plane",
                  _wheel_centre_height)
     monkeypatch.setattr(time_response, "CHANNELS", [*time_response.CHANNELS, ch])
@@ -54,15 +54,15 @@ def test_a_channel_added_to_the_table_is_in_the_cube_with_its_units(extra_channe
 
 
 def test_channel_shapes_come_from_eval_shape(dw_model, extra_channel):
-    from sweep import time_response
+    from sweep.kinds import time_response
     shapes = time_response.channel_shapes(dw_model, [0, 3, 7])
     assert shapes == {"wheel_centre_displacement": (2, 3), "toe": (2,), "camber": (2,),
                       "bushing_force": (3, 6), "wheel_centre_height": (2,)}
 
 
 def test_a_channel_whose_dims_do_not_match_its_value_is_refused(dw_model, monkeypatch):
-    from sweep import time_response
-    from sweep.engine import Channel
+    from sweep.kinds import time_response
+    from sweep.engine.layout import Channel
     bad = Channel("toe_again", ("side", "axis"), "rad", "toe", lambda s: s.r[:2, 0])
     monkeypatch.setattr(time_response, "CHANNELS", [*time_response.CHANNELS, bad])
     with pytest.raises(ValueError, match="toe_again"):

@@ -217,7 +217,7 @@ def test_element_jacobian_autodiff_equals_central_differences(tor_model):
     lin, lin0 = lin_fn(tor_model, r, v, u), lin_fn(dataclasses_replace_elements(tor_model, k=0.0, c=0.0), r, v, u)
     pattern = blocks.model_pattern(tor_model.topology)
     i, j = slots(tor_model, "upper_arm_left", "lower_link_left")
-    x = dynamics._states_with_ground(r, v)
+    x = dynamics.states_with_ground(r, v)
     for b, col in ((0, i), (1, j)):
         fd = np.zeros((2, 6, 12))
         for k in range(12):
@@ -322,7 +322,7 @@ def test_equilibrium_torque_is_k_times_the_relative_angle(step_runs):
         return Rotation.from_matrix(Dj @ Di.T).as_rotvec()
     ph = phi(eqt.r)
     assert np.linalg.norm(ph) > 1e-4
-    x = dynamics._states_with_ground(eqt.r, jnp.zeros_like(eqt.r))
+    x = dynamics.states_with_ground(eqt.r, jnp.zeros_like(eqt.r))
     prm = jax.tree_util.tree_map(lambda a: a[0], model.elements[NAME])
     g1, g2 = torsion_element(prm, x[i], x[j])
     assert np.all(np.asarray(g1[:3]) == 0) and np.all(np.asarray(g2[:3]) == 0)

@@ -96,7 +96,6 @@ def test_element_forces_balance_linear_and_angular_momentum(kind):
 
 
 def test_p2p_laws():
-    base = two_body_tables()
     L0 = float(np.linalg.norm(np.subtract([0.6, 0.3, -0.1], [0.2, 0.1, 0.0])))
     e = np.subtract([0.6, 0.3, -0.1], [0.2, 0.1, 0.0]) / L0
 
@@ -106,9 +105,9 @@ def test_p2p_laws():
         x1, x2 = states(model, dx=np.concatenate([-ds * e, np.zeros(3)]))
         return float(forces.p2p_tension(prm, x1, x2)[0])
 
-    assert base  # tables build
-    np.testing.assert_allclose(tension({"kind": "spring", "stiffness": 2e4, "preload": 300.0}, 0.01),
-                               -(300 + 200), rtol=1e-9)
+    spring = {"kind": "spring", "stiffness": 2e4, "preload": 300.0}
+    np.testing.assert_allclose(tension(spring, 0.0), -300, rtol=1e-9)     # the preload alone at design
+    np.testing.assert_allclose(tension(spring, 0.01), -(300 + 200), rtol=1e-9)
     curve = {"x": [0, 0.002, 0.01, 0.02], "y": [0, 200, 1000, 2500]}
     bump = {"kind": "bump_stop", "clearance": 0.02, "curve": curve}
     assert tension(bump, 0.019) == 0.0
@@ -184,10 +183,10 @@ def test_closed_form_bushing_jacobian_matches_autodiff_with_curves():
 def test_closed_form_jacobians_match_autodiff_on_the_axle(dw_model, kind):
     """All 47 bushings / 8 P2P elements of the double wishbone at a perturbed,
     moving state (ground-attached bushings included: the ground's state is zero)."""
-    from kernels.dynamics import _states_with_ground
+    from kernels.dynamics import states_with_ground
     from tests.conftest import random_state
     r, v = random_state(dw_model, seed=4)
-    x = _states_with_ground(r, v)
+    x = states_with_ground(r, v)
     b = getattr(dw_model.topology, f"{kind}_bodies")
     params = forces.bushing_params if kind == "bushing" else forces.p2p_params
     _closed_vs_autodiff(params(dw_model), x[b[:, 0]], x[b[:, 1]], kind)

@@ -1,4 +1,4 @@
-"""Energy conservation and dissipation of the double-wishbone axle (issue 11).
+"""Energy conservation and dissipation of the double-wishbone axle.
 
 Oracle: the mechanical energy written out in this file, independently of the
 force code in kernels.forces -
@@ -200,7 +200,7 @@ def _preloads():
 
 
 def _start(model):
-    from sweep.job import equilibrium
+    from kernels.statics import equilibrium
     eq = equilibrium(model, jnp.asarray(_preloads()))
     assert bool(eq.converged)
     return np.asarray(eq.r)
@@ -208,7 +208,7 @@ def _start(model):
 
 @pytest.fixture(scope="module")
 def undamped(dw_model):
-    from sweep.job import equilibrium
+    from kernels.statics import equilibrium
     model = _undamped(dw_model)
     eq = equilibrium(model, jnp.asarray(_loads()))
     assert bool(eq.converged)
@@ -245,9 +245,9 @@ def rhs_function(model, u):
 
 
 def jacobian_function(model, u):
-    """(r, v) -> [[d(K v)/dr, K], [J_r, J_v]] (sweep.reference, the kernels' linearisation)."""
+    """(r, v) -> [[d(K v)/dr, K], [J_r, J_v]] (kernels.radau, the kernels' linearisation)."""
     from kernels import loads
-    from sweep.reference import make_rhs
+    from kernels.radau import make_rhs
     jac = make_rhs(model, loads.excitation(u, []))[1]
     return lambda y: np.asarray(jac(0.0, jnp.asarray(y)))
 
@@ -256,7 +256,7 @@ def integrate(model, r0, u, t_end, n_out, method="DOP853", rtol=1e-8):
     """scipy's solve_ivp on y = (r, v, D) of :func:`rhs_function` from rest at r0.
     DOP853 (explicit, order 8; its step is held by the stiffest undamped mode,
     ~70 us) for the undamped axle; Radau (with the Jacobian of
-    sweep.reference, a zero row for D) for the damped one, whose damped stiff
+    kernels.radau, a zero row for D) for the damped one, whose damped stiff
     modes would hold an explicit step far shorter. Returns t, r, v, D at
     n_out samples."""
     m = model.topology.n_bodies

@@ -8,7 +8,8 @@ import pytest
 from scipy.linalg import expm
 
 import kernels  # noqa: F401
-from kernels import lsrt2
+from kernels import integrate
+from kernels.lsrt2 import LSRT2
 from kernels.dynamics import Linearisation
 
 G = 1 - math.sqrt(2) / 2
@@ -25,12 +26,12 @@ def linear_system(Omega, C, B, u_fn):
     def lin(r, v, u):
         return Linearisation(q(r, v, u), -Omega, -C, B, eye)
 
-    return lsrt2.System(linearise=lin, q=q, rates=lambda r, v: v, u=u_fn,
+    return integrate.System(linearise=lin, q=q, rates=lambda r, v: v, u=u_fn,
                         du=lambda t: jax.jacfwd(u_fn)(jnp.asarray(t, jnp.float64)))
 
 
 def run(system, y0, h, n, N=1):
-    out = jax.jit(lsrt2.simulate, static_argnums=(0, 5, 6, 7))(
+    out = jax.jit(LSRT2.simulate, static_argnums=(0, 5, 6, 7))(
         system, y0[:6], y0[6:], 0.0, h, n + 1, 1, N)
     return np.hstack([out.outputs["r"], out.outputs["v"]])
 
@@ -109,7 +110,7 @@ def rigid_body_problem(T=0.4):
     from kernels import loads
     from kernels.model import build_model
     from kernels.system import model_system
-    from sweep.reference import radau
+    from kernels.radau import solve as radau
     I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
     cv = {"x": [-1.0, 0.0, 1.0], "y": [-120.0, 0.0, 60.0]}
     tables = {"name": "pendulum", "gravity": [0, 0, -9.81],
@@ -156,7 +157,7 @@ def test_gradient_through_the_integration_matches_finite_differences():
 
     def final_z(scale):
         m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
-        out = lsrt2.simulate(model_system(m, exc), m.r_design.reshape(-1), jnp.zeros(6), 0.0, 1e-3, 51)
+        out = LSRT2.simulate(model_system(m, exc), m.r_design.reshape(-1), jnp.zeros(6), 0.0, 1e-3, 51)
         return out.outputs["r"][-1, 2] + 0.3 * out.outputs["r"][-1, 4]
 
     g = jax.jit(jax.grad(final_z))(1.3)
@@ -180,7 +181,7 @@ def test_float32_option_runs_in_float32_and_stays_close_to_float64():
     exc = loads.excitation(np.zeros((2, 6)), [(0.01, 0.0, np.full((2, 6), 20.0))])
 
     def run(m, e, r0):
-        return lsrt2.simulate(model_system(m, e), r0, jnp.zeros_like(r0), 0.0, 1e-3, 60).outputs["r"]
+        return LSRT2.simulate(model_system(m, e), r0, jnp.zeros_like(r0), 0.0, 1e-3, 60).outputs["r"]
 
     r0 = model.r_design.reshape(-1)
     ref = np.asarray(jax.jit(run)(model, exc, r0))

@@ -1,12 +1,16 @@
 """Integration methods as values (kernels/integrate.py): LSRT2, ROS34PW2 and the
-linear-implicit Euler on one generic Rosenbrock step and one time loop.
+linear-implicit Euler on one generic Rosenbrock step and one time loop,
+behind the method interface (kernels.integrate.Method) with the Radau
+reference (tests/test_radau.py).
 
 Oracles: the classical order conditions of Rosenbrock methods (Hairer &
 Wanner, Solving ODEs II, section IV.7, in the alpha/beta form), the
 stability function at infinity and on the imaginary axis, observed orders
 against a matrix exponential (linear problem with a ramp input) and against
-scipy's Radau at rtol 1e-12 (nonlinear rigid body, large rotations), and
-LSRT2's step as it was written before the refactor (copied verbatim below).
+scipy's Radau at rtol 1e-12 (nonlinear rigid body, large rotations),
+LSRT2's two-stage step written out by hand (eqs. 6-9 with Table 1, below),
+and the interface: every method's ``simulate`` is the module's time loop,
+bitwise.
 """
 import math
 
@@ -149,10 +153,11 @@ def test_stiff_problem_is_stable_for_every_method():
                                    err_msg=name)
 
 
-# --------------------------------------------------------------------------- LSRT2 before the refactor
+# --------------------------------------------------------------------------- LSRT2 written out
 
 def _old_lsrt2_step(system, lin, lu, q1, r, v, t, h):
-    """kernels/lsrt2.py:step as of commit f1e75ac (verbatim up to names)."""
+    """LSRT2's step written out for s = 2 (eqs. 6-9, Table 1), independently
+    of the generic stage loop."""
     GAMMA = 1.0 - 2.0 ** 0.5 / 2.0
     G21, A21, C2, B1, B2 = -GAMMA, 0.5, 0.5, 0.0, 1.0
 
@@ -179,9 +184,9 @@ def _old_lsrt2_step(system, lin, lu, q1, r, v, t, h):
     return r + h * (B1 * dr1 + B2 * dr2), v + h * (B1 * dv1 + B2 * dv2)
 
 
-def test_lsrt2_results_unchanged_by_the_refactor(rigid_body):
-    """The generic step with LSRT2's tableau equals the pre-refactor LSRT2
-    step to 1e-12 (relative) over 200 steps with large rotations and a
+def test_generic_step_equals_lsrt2_written_out(rigid_body):
+    """The generic step with LSRT2's tableau equals LSRT2's step written out
+    to 1e-12 (relative) over 200 steps with large rotations and a
     time-varying input term."""
     from kernels.lsrt2 import GAMMA
     sysm, y0, T, _ = rigid_body
@@ -222,3 +227,56 @@ def test_error_estimate_flags_a_too_large_step_and_not_the_nominal_one(tmp_path)
     assert int(out["0.02"].status[0]) == 3
     assert np.all(np.isfinite(out["0.02"].wheel_centre_displacement.values))   # values kept
     assert out["0.02"].status.attrs["flag_meanings"].split()[4] == "inaccurate"
+
+
+# --------------------------------------------------------------------------- the method interface
+
+def test_every_registered_method_is_a_method_value():
+    """kernels.methods.METHODS: every entry satisfies the Method protocol;
+    the fixed-step methods are jittable, the Radau reference is not; only
+    ROS34PW2 has an error estimate."""
+    from kernels.methods import FIXED_STEP, METHODS as REGISTRY
+    assert set(REGISTRY) == {*METHODS, "radau"}
+    for name, m in REGISTRY.items():
+        assert isinstance(m, integrate.Method), name
+        assert m.name == name
+        assert m.jittable == (name != "radau")
+        assert m.has_error_estimate == (name == "ros34pw2")
+        assert m.order == {**ORDER, "radau": 5}[name]
+    assert FIXED_STEP == ("lsrt2", "ros34pw2", "linear_implicit_euler")
+    hash(REGISTRY["radau"])                     # a value: hashable, usable as a static argument
+
+
+def test_user_tolerances_reach_the_methods_that_take_them():
+    import dataclasses
+    from kernels.methods import METHODS as REGISTRY, with_tolerances
+    from kernels.radau import Radau
+    r = with_tolerances(REGISTRY["radau"], rtol=1e-6, atol_speeds=None)
+    assert r == Radau(rtol=1e-6) == dataclasses.replace(REGISTRY["radau"], rtol=1e-6)
+    assert REGISTRY["radau"].rtol == 1e-8                     # the registry's value is unchanged
+    assert with_tolerances(LSRT2, rtol=1e-3) is LSRT2         # a fixed step takes none
+    with pytest.raises(ValueError, match="unknown tolerance"):
+        with_tolerances(LSRT2, rtl=1e-3)
+    with pytest.raises(ValueError, match="radau.rtol"):
+        Radau(rtol=-1.0)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_simulate_through_the_interface_is_the_time_loop_bitwise(name):
+    """``method.simulate(system, ...)`` is ``integrate.simulate(method,
+    system, ...)``: identical arrays (samples every 2 steps, linearisation
+    reused for 3 steps, an output function, the error norm, and the
+    checkpointed variant)."""
+    m = METHODS[name]
+    a, b = np.array([1.0, -2.0]), np.array([3.0, 0.5])
+    sysm = linear_system(OMEGA, CDAMP, BU, lambda t: jnp.asarray(a) + jnp.asarray(b) * t)
+    norm = lambda er, ev, r, v: jnp.max(jnp.abs(er)) + jnp.max(jnp.abs(ev))  # noqa: E731
+    out = lambda r, v, t: {"x": r[:2] * t, "e": jnp.sum(v ** 2)}  # noqa: E731
+    r0, v0 = jnp.asarray(Y0[:6]), jnp.asarray(Y0[6:])
+    for ck in (None, 5):
+        via_value = jax.jit(lambda r, v: m.simulate(sysm, r, v, 0.1, 0.01, 21, 2, 3, out, norm, ck))(r0, v0)
+        via_loop = jax.jit(lambda r, v: integrate.simulate(m, sysm, r, v, 0.1, 0.01, 21, 2, 3, out, norm, ck))(
+            r0, v0)
+        for x, y in zip(jax.tree_util.tree_leaves(via_value), jax.tree_util.tree_leaves(via_loop)):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        assert (float(via_value.max_error) > 0) == m.has_error_estimate

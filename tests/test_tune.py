@@ -37,11 +37,12 @@ def _param(name, target, elements, directions=None, bounds=(0.3, 3.0)):
 # --------------------------------------------------------------------------- checkpointing
 
 def test_checkpointed_reverse_pass_needs_bounded_memory():
-    """Reverse mode through simulate_checkpointed (compiled working memory of
-    the gradient, XLA's memory analysis): with the whole run as one block
-    every step's linearisation and LU are kept; blocks of sqrt(n) steps keep
-    a small fraction of that."""
-    from kernels import kc, loads
+    """Reverse mode through ``LSRT2.simulate(..., checkpoint_block=B)``
+    (compiled working memory of the gradient, XLA's memory analysis): with
+    the whole run as one block every step's linearisation and LU are kept;
+    blocks of sqrt(n) steps keep a small fraction of that."""
+    from kernels import loads
+    from kernels.lsrt2 import LSRT2
     from kernels.model import build_model
     from tests.conftest import single_mount_tables
     from kernels.system import model_system
@@ -52,8 +53,8 @@ def test_checkpointed_reverse_pass_needs_bounded_memory():
     def temp_bytes(n, block):
         def f(s):
             m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * s)
-            out = kc.simulate_checkpointed(model_system(m, exc, "dense"), m.r_design.reshape(-1),
-                                           jnp.zeros(6), 0.0, 1e-3, n, lambda r, v, t: r[2], block)
+            out = LSRT2.simulate(model_system(m, exc, "dense"), m.r_design.reshape(-1), jnp.zeros(6), 0.0,
+                                 1e-3, n + 1, output_fn=lambda r, v, t: r[2], checkpoint_block=block)
             return jnp.sum(out.outputs ** 2)
         c = jax.jit(jax.grad(f)).lower(1.0).compile()
         mem = c.memory_analysis()

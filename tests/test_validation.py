@@ -16,10 +16,9 @@ PUBLISHED = {"wheel_displacement": 0.00243, "bushing_force": 0.00751}
 # NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, both
 # sides pooled (method.md section 3), measured by this test (LSRT2 h = 1 ms,
 # block solver, against Radau rtol 1e-8) on the double wishbone of
-# configs/model/double_wishbone.yaml as re-laid out by issue 11 (determinate
-# links, design ride height, conservative bushing), measured 2026-11-24:
-# 6.57e-7 / 4.03e-7. (Before issue 11, on the over-constrained axle: 2.6e-6 /
-# 1.1e-7.) The published bars are 1,000-20,000x above these values and could
+# configs/model/double_wishbone.yaml (determinate links, design ride height,
+# conservative bushing): 6.57e-7 / 4.03e-7. The published bars are
+# 1,000-20,000x above these values and could
 # not catch a degraded integrator (an LSRT2 with a21 = 0.55 passed them at
 # 1.6e-4); the regression bounds below can.
 # Re-measure (the test prints the value) after any change of the model or of
@@ -83,9 +82,9 @@ def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_e
 
     Uses the static arguments of step_runs_against_radau (n_samples = 1101,
     every = 1; h is traced), so it shares that compilation."""
-    from sweep.time_response import lsrt2_run, make_channels
+    from sweep.kinds.time_response import lsrt2_run, make_channels
     channels = make_channels()
-    from sweep.reference import radau
+    from kernels.radau import solve as radau
     model, exc, r_eq = dw_model, step_excitation, dw_equilibrium.r
     t0, window, dt_out = 4.99, 0.06, 2e-3
     t_out = t0 + np.arange(int(round(window / dt_out)) + 1) * dt_out

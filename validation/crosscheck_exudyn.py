@@ -6,10 +6,14 @@ kernels' model pytree** (:class:`kernels.model.Model`, built from the tables
 of :func:`sweep.model_builder.build_tables`), so that the two models cannot
 drift apart. Exudyn then solves the static equilibrium, integrates the load
 case with its own implicit integrator (generalized-alpha) and computes the
-eigenvalues of its own linearisation; :func:`compare` puts the results next
-to the kernels' (Newton equilibrium, LSRT2 / Radau, eigenvalues of the state
-matrix from J_r, J_v, K). ``docs/crosscheck.md`` reports the agreement and
-explains the tolerances.
+eigenvalues of its own linearisation. This module builds and runs the
+Exudyn side (:func:`build_exudyn`, :func:`solve_static`, :func:`simulate`,
+:func:`exudyn_state_matrix`) and provides the kernels' state matrix and the
+eigenvalue matching (:func:`our_state_matrix`, :func:`match_eigenvalues`);
+``tests/test_exudyn.py`` puts the results next to the kernels' (Newton
+equilibrium, LSRT2 / Radau, eigenvalues of the state matrix from J_r, J_v,
+K) and ``docs/crosscheck.md`` reports the agreement and explains the
+tolerances.
 
 Mapping (what is identical and what is not):
 

@@ -34,7 +34,7 @@ import xarray as xr
 from omegaconf import OmegaConf
 
 from kernels import loads, metrics, statics
-from kernels.methods import METHODS, REFERENCE
+from kernels.methods import METHODS, REFERENCE, TOLERANCES, with_tolerances
 from kernels.model import Model
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
 from kernels.system import SOLVERS, model_system
@@ -250,11 +250,11 @@ ERROR_TOLERANCE_DEFAULTS = (("rtol", 1e-2), ("atol_coordinates", 1e-4), ("atol_s
 
 def method_from_config(integ):
     """(method value, error tolerance or None) from the integrator config: the
-    method's own options (e.g. a host solver's tolerances) applied to it
-    (``method.with_options``), and for a method with an embedded error
-    estimate the tolerance its status check uses."""
-    method = METHODS[integ["name"]]
-    method = method.with_options(**{k: float(v) for k, v in integ.items() if k in method.options})
+    user's tolerances applied to a method that takes them itself (the host
+    reference's solver tolerances, :func:`kernels.methods.with_tolerances`),
+    and for a method with an embedded error estimate the tolerance its
+    status check uses."""
+    method = with_tolerances(METHODS[integ["name"]], **{k: integ.get(k) for k in TOLERANCES})
     tolerance = None
     if method.has_error_estimate:
         tolerance = tuple(float(integ.get(k, d)) for k, d in ERROR_TOLERANCE_DEFAULTS)

@@ -275,9 +275,14 @@ class TuneProblem:
             r = r.reshape(m, 6)
             f = metrics.bushing_forces(model, r, v.reshape(m, 6))[tr["ref_idx"], 0]
             return {"fx": f, "x": metrics.wheel_centre_position(model, r)[:, 0] - wc0[:, 0]}
-        resp = kc.simulate_checkpointed(system, eq.r.reshape(-1), jnp.zeros(6 * m), 0.0, tr["dt"],
-                                        tr["n"], out, tr["block"])
-        return resp.outputs, eq.converged
+        # LSRT2 linearised every step, its reverse mode in checkpointed blocks
+        from kernels.lsrt2 import LSRT2
+        n, block = int(tr["n"]), int(tr["block"])
+        if block < 1 or n % block:
+            raise ModelError(f"n_steps = {n} must be a positive multiple of block = {block}")
+        traj = LSRT2.simulate(system, eq.r.reshape(-1), jnp.zeros(6 * m), 0.0, tr["dt"], n + 1,
+                              output_fn=out, checkpoint_block=block)
+        return traj.outputs, eq.converged
 
     # ----- responses and objective
     def responses(self, theta):
