@@ -1,10 +1,25 @@
 """Shared, session-scoped fixtures: the double-wishbone and multi-link models and
 their equilibria are built and compiled once per test session (compiled
 functions such as ``sweep.kinds.time_response.lsrt2_run`` are cached by their static
-arguments, so tests that call them alike share one compilation)."""
+arguments, so tests that call them alike share one compilation).
+
+Test tiers (markers registered in pyproject.toml, assigned here by ``TIERS``
+or in the test file itself):
+
+* ``e2e``: runs a job in a subprocess or a whole CLI / app job in-process;
+* ``notebook``: executes a notebook;
+* ``validation``: long accuracy validation (``slow`` is an alias of it).
+
+The default run (``python -m pytest``, pyproject's ``addopts``) is the fast
+tier: ``-m "not e2e and not notebook and not validation"``. The rest:
+``python -m pytest -m "e2e or notebook or validation"``; everything:
+``python -m pytest -m ""``. ``.ci/run`` runs the fast tier, then the rest.
+"""
+import fnmatch
 import os
 import sys
 import tempfile
+import warnings
 
 # the job entry points run LAPACK single-threaded (sweep.runtime.single_threaded_lapack);
 # so do the tests, whose in-process references are compared bitwise with
@@ -121,3 +136,94 @@ def single_mount_tables():
             "bushings": [{"index": 1, "name": "mount", "marker_1": 2, "marker_2": 1,
                           "stiffness": [2e4, 3e4, 4e4, 50, 60, 70], "damping": [20, 20, 20, 0.1, 0.1, 0.1]}],
             "p2p": [], "wheels": {"left": 1, "right": 1}}
+
+
+# ----------------------------------------------------------------------------- test tiers
+TIER_MARKERS = ("e2e", "notebook", "validation")
+
+# test file basename -> tier of every test in it, or {pattern: tier}; patterns
+# are fnmatch patterns on the test function's name (``originalname``, without
+# the parameters) or on the full item name (with ``[params]``). Keyed by
+# basename so that it survives moving files between test folders. What is not
+# named here (or marked in its file) is in the fast tier. Chosen from the
+# per-test durations of a full run (docs/mutation.md, "Test tiers").
+TIERS = {
+    # whole jobs (a `python -m sweep` / `sweep.tune` subprocess or sweep.app.main in-process)
+    "test_app.py": {"test_cli_writes_a_valid_cube_and_summary": "e2e", "test_cube_equals_direct_kernel_run": "e2e",
+                    "test_rerun_same_config_keeps_cube_and_other_config_is_refused": "e2e",
+                    "test_reference_beside_gives_nmse_summary": "e2e"},
+    "test_channels.py": {"test_a_channel_added_to_the_table_is_in_the_cube_with_its_units": "e2e"},
+    "test_faults.py": {"test_damaged_chunks_*": "e2e", "test_cube_layout_units_and_chunking": "e2e",
+                       "test_sig*": "e2e", "test_second_process_on_the_same_store_is_refused": "e2e",
+                       "test_write_error_*": "e2e"},
+    "test_inputs.py": {"test_failing_multirun_job_does_not_stop_its_siblings": "e2e"},
+    "test_job_kinds.py": "e2e",
+    "test_kc.py": {"test_kc_sweep_writes_*": "e2e", "test_kc_rerun_is_a_no_op_*": "e2e"},
+    "test_modes_job.py": {"test_modes_cube_equals_*": "e2e", "test_modes_split_over_*": "e2e",
+                          "test_modes_notebook_*": "notebook"},
+    "test_sweep.py": {"test_failing_variant_is_isolated_*": "e2e", "test_public_schema_check_passes": "e2e",
+                      "test_sigkill_then_rerun_*": "e2e", "test_joblib_multirun_*": "e2e",
+                      "test_two_devices_shard_*": "e2e", "test_notebook_executes_*": "notebook"},
+    "test_tracecache.py": {"test_rerun_loads_the_traced_runner_*": "e2e"},
+    "test_tune.py": {"test_objective_gradients_match_central_differences": "e2e",
+                     "test_recovery_of_six_bushing_factors_*": "e2e",
+                     "test_constraint_holds_where_*": "e2e", "test_tuning_notebook_executes": "notebook"},
+    # long accuracy validations (besides the in-file `slow` marks): time
+    # integrations of the axles, the K&C geometry compiles of the double
+    # wishbone, the cross-check against Exudyn, convergence orders
+    "test_axle_kinematics.py": {"test_kc_travel_with_stiff_joints_equals_rigid_joint_kinematics": "validation"},
+    "test_blocklu_prototype.py": "validation",
+    "test_element_registry.py": {"test_zero_stiffness_reproduces_the_axle": "validation",
+                                 "test_torsion_spring_equals_the_rotational_bushing": "validation",
+                                 "test_equilibrium_torque_is_k_times_the_relative_angle": "validation"},
+    "test_energy.py": {"test_undamped_axle_conserves_energy_short": "validation",
+                       "test_damped_axle_energy_balance": "validation"},
+    "test_exudyn.py": {"test_model_generated_from_the_tables": "validation", "test_bushing_forces_matched_*": "validation",
+                       "test_static_equilibrium_*": "validation", "test_eigenvalues_*": "validation",
+                       "test_longitudinal_step_*": "validation"},
+    "test_kc_geometry.py": {"test_geometry_metrics_match_finite_differences": "validation",
+                            "test_double_wishbone_steering_axis_*": "validation",
+                            "test_travel_curve_geometry_*": "validation",
+                            "test_steering_curve_slope_*": "validation",
+                            "test_steering_rack_option_*": "validation",
+                            "test_kc_at_kerb_load_*": "validation"},
+    "test_methods.py": {"test_order_on_*": "validation", "test_error_estimate_*": "validation",
+                        "test_stiff_problem_is_stable_for_every_method": "validation"},
+    "test_modes.py": "validation",
+    "test_work_precision.py": "validation",
+}
+
+
+def _tiers_of(item):
+    spec = TIERS.get(os.path.basename(str(item.path)))
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        return [spec]
+    name = getattr(item, "originalname", None) or item.name
+    return [tier for pattern, tier in spec.items()
+            if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(item.name, pattern)]
+
+
+@pytest.hookimpl(tryfirst=True)       # before the -m selection of pytest's mark plugin
+def pytest_collection_modifyitems(config, items):
+    used = set()
+    for item in items:
+        for tier in _tiers_of(item):
+            item.add_marker(tier)
+        spec = TIERS.get(os.path.basename(str(item.path)))
+        if isinstance(spec, dict):
+            name = getattr(item, "originalname", None) or item.name
+            used |= {(os.path.basename(str(item.path)), p) for p in spec
+                     if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(item.name, p)}
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker("validation")
+    # a pattern of a collected file that matches none of its tests: a test was
+    # renamed and its tier is lost (checked only when whole files were collected)
+    if not any("::" in a for a in config.args) and not config.getoption("keyword"):
+        files = {os.path.basename(str(i.path)) for i in items}
+        stale = [f"{f}: {p}" for f, spec in TIERS.items() if f in files and isinstance(spec, dict)
+                 for p in spec if (f, p) not in used]
+        if stale:
+            warnings.warn(pytest.PytestWarning(
+                "tests/conftest.py TIERS: patterns that match no test (renamed?): " + "; ".join(stale)))

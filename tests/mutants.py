@@ -1,15 +1,24 @@
 #!/usr/bin/env python
-"""Mutation run (issue 15, item 6): do the tests fail when the physics is wrong?
+"""Mutation run: do the tests fail when the physics is wrong?
 
-Run by hand, not by CI (pytest collects only ``test_*.py``, so this file is
-never collected; see ``[tool.pytest.ini_options]`` in pyproject.toml):
+Each mutant is a deliberate bug (a sign, a factor, a frame) in kernels/ and
+names the tests that should catch it. Run by hand, not by CI (pytest collects
+only ``test_*.py``, so this file is never collected):
 
-    .venv/bin/python tests/mutants.py --list
-    .venv/bin/python tests/mutants.py                       # every mutant, one after another
-    .venv/bin/python tests/mutants.py --only a21_055 --only p2p_damping_halved
-    .venv/bin/python tests/mutants.py --only a21_055 --tests tests/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step
+    .venv/bin/python tests/mutants.py --list                 # mutants, whether each still applies
+    .venv/bin/python tests/mutants.py                        # every mutant against the fast tier
+    .venv/bin/python tests/mutants.py --tier all             # ... against every listed test
+    .venv/bin/python tests/mutants.py --only a21_055 --only 'kc_*'
+    .venv/bin/python tests/mutants.py --only a21_055 --tests tests/test_lsrt2.py
     .venv/bin/python tests/mutants.py --all --markdown /tmp/table.md
     .venv/bin/python tests/mutants.py --baseline --only 'kc_*'   # check the tests pass unmutated first
+
+Tiers: by default the listed tests run as the default ``python -m pytest``
+selects them (the fast tier, pyproject's ``addopts``: ``-m "not e2e and not
+notebook and not validation"``); a listed test outside that tier is
+deselected and noted. Every mutant must be caught in the fast tier.
+``--tier all`` (``-m ""``) runs the e2e / notebook / validation tests of the
+lists too.
 
 Each mutant is a list of source edits ``(file, exact old text, new text,
 count)``: the old text must occur exactly ``count`` times (default 1) in the
@@ -27,11 +36,12 @@ restored from the pristine one.
 For each mutant the tests run in the order listed (cheap ones first) with
 ``-x -q -n 0 -p no:cacheprovider``; the first failing test is the one that
 *caught* it (``--all``: no ``-x``, every failing test of the list is shown).
-A test file named in a list that does not exist (yet) is skipped with a
-note. A node id that pytest cannot find is reported, not fatal. Results:
-``caught`` (a test failed or errored in setup), ``survived`` (all listed
-tests passed), ``stale`` (the mutant no longer applies), ``timeout``,
+A test file named in a list that does not exist is skipped with a note. A
+node id that pytest cannot find is reported, not fatal. Results: ``caught``
+(a test failed or errored in setup), ``survived`` (all selected tests of the
+list passed), ``stale`` (the mutant no longer applies), ``timeout``,
 ``error`` (pytest could not run, e.g. collection error: see the log).
+docs/mutation.md holds the last run's table.
 """
 from __future__ import annotations
 
@@ -63,7 +73,6 @@ class Mutant:
     timeout: int = DEFAULT_TIMEOUT
 
 
-# test files being written in parallel (issue 15 item 2); skipped with a note while missing
 ENERGY_GRAD = "tests/test_energy.py::test_energy_oracle_forces_are_its_gradient"
 ENERGY_DAMPED = "tests/test_energy.py::test_damped_axle_energy_balance"
 ENERGY_CONSERVED = "tests/test_energy.py::test_undamped_axle_conserves_energy_short"
@@ -86,7 +95,7 @@ KC_SIGN_TESTS = [KC_HAND, KC_FD, KC_SYM, "tests/test_multilink.py::test_equilibr
                  "tests/test_model.py::test_equilibrium_is_mirror_symmetric_and_near_design"]
 
 MUTANTS = [
-    # ------------------------------------------------------------ the five of the issue's table
+    # ------------------------------------------------------------ element laws, integrator
     Mutant("bushing_rot_stiffness_sign", "rotational bushing stiffness sign flipped (rx, ry, rz)",
            [("kernels/forces.py",
              'elastic = prm["k"] * e + jax.vmap(curves.evaluate)(',
@@ -210,9 +219,9 @@ MUTANTS = [
            [("kernels/kc.py", 'out[prefix + "camber_gain"] = tc[1] * DEG',
              'out[prefix + "camber_gain"] = tc[1] * DEG * (1.0 if mode == "parallel" else -1.0)')],
            KC_SIGN_TESTS),
-    # ------------------------------------------------------------ more physics (as time allows)
+    # ------------------------------------------------------------ more physics
     Mutant("gyroscopic_sign", "Euler's equation: gyroscopic term sign (q and linearisation)",
-           [("kernels/dynamics.py", "(Q[:, 3:] - jnp.cross(w, Iw))", "(Q[:, 3:] + jnp.cross(w, Iw))"),
+           [("kernels/dynamics.py", "Q[:, 3:] - jnp.cross(w, Iw))", "Q[:, 3:] + jnp.cross(w, Iw))"),
             ("kernels/dynamics.py", "q = mv(Minv, Q - jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))",
              "q = mv(Minv, Q + jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))")],
            ["tests/test_dynamics.py", ENERGY_CONSERVED, LSRT2_NONLIN]),
@@ -366,12 +375,15 @@ def _run_pytest(tree, args, extra, timeout, log):
     return rc, out, time.time() - t0
 
 
-def run_tests(tree, tests, stop_first, timeout, log):
+TIER_ARGS = {"fast": [], "all": ["-m", ""]}     # fast: pyproject's addopts select the fast tier
+
+
+def run_tests(tree, tests, stop_first, timeout, log, tier="fast"):
     """Run the mutant's tests; returns (status, catching tests, notes)."""
     groups, notes = _groups(tests, tree)
     if not groups:
         return "no tests", [], notes
-    extra = list(PYTEST_ARGS) + ["-rfE"]
+    extra = list(PYTEST_ARGS) + ["-rfE"] + TIER_ARGS[tier]
     if not stop_first:
         extra.remove("-x")
     caught, t_left = [], timeout
@@ -398,7 +410,7 @@ def run_tests(tree, tests, stop_first, timeout, log):
         if rc == 4:
             notes.append(f"{' '.join(g)}: not found")
         elif rc == 5:
-            notes.append(f"{' '.join(g)}: no test collected")
+            notes.append(f"{' '.join(g)}: no test selected" + (" (not in the fast tier)" if tier == "fast" else ""))
         elif rc == 1:
             caught += [m.group(2) for m in FAILED_RE.finditer(out)] or [" ".join(g)]
             if stop_first:
@@ -418,7 +430,7 @@ def run_mutant(m, tree, pristine, args, log_dir):
     try:
         with open(log_path, "w+") as log:
             status, by, notes = run_tests(tree, args.tests or m.tests, not args.all,
-                                          args.timeout or m.timeout, log)
+                                          args.timeout or m.timeout, log, args.tier)
     finally:
         restore(files, tree, pristine)
     return {"name": m.name, "what": m.what, "status": status, "by": by, "notes": notes,
@@ -455,6 +467,8 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="mutants in parallel (one tree copy each; default 1)")
     ap.add_argument("--tests", nargs="+", help="override the test list of the selected mutants")
     ap.add_argument("--all", action="store_true", help="no -x: report every failing test of the list")
+    ap.add_argument("--tier", choices=sorted(TIER_ARGS), default="fast",
+                    help="fast (default): the listed tests of the fast tier only; all: every listed test")
     ap.add_argument("--timeout", type=int, help=f"seconds per mutant (default: the mutant's, {DEFAULT_TIMEOUT})")
     ap.add_argument("--baseline", action="store_true",
                     help="first run the union of the selected test lists on the unmutated copy "
@@ -495,7 +509,7 @@ def main(argv=None):
         preflight(t)
         trees.append(t)
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, tree {git_state()}; "
-          f"copies under {work}; {len(sel)} mutants, {jobs} job(s)", flush=True)
+          f"copies under {work}; {len(sel)} mutants, {jobs} job(s), {args.tier} tier", flush=True)
     print(f"preflight: kernels imported from {preflight(trees[0])[0]}", flush=True)
 
     baseline_failures = set()
@@ -507,7 +521,7 @@ def main(argv=None):
                     union.append(t)
         with open(os.path.join(log_dir, "baseline.log"), "w+") as log:
             t1 = time.time()
-            status, failed, notes = run_tests(trees[0], union, False, args.baseline_timeout, log)
+            status, failed, notes = run_tests(trees[0], union, False, args.baseline_timeout, log, args.tier)
         baseline_failures = set(failed)
         print(f"baseline (unmutated copy, {len(union)} entries, {time.time() - t1:.0f} s): "
               f"{'no failure' if status == 'survived' else status + ': ' + ', '.join(failed)}"
