@@ -9,7 +9,7 @@
 
 For each axle (``configs/model/<axle>.yaml``) under the longitudinal step
 (``configs/loadcase/longitudinal_step.yaml``), each method of
-:data:`kernels.methods.METHODS` (lsrt2, ros34pw2, linear_implicit_euler),
+:data:`kernels.methods.FIXED_STEP` (lsrt2, ros34pw2, linear_implicit_euler),
 each step h in {0.25, 0.5, 1, 2, 4} ms and each re-linearisation interval
 N in {1, 2, 4, 8} (``relinearise_every``):
 
@@ -61,7 +61,7 @@ import yaml
 
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
-from kernels.methods import METHODS
+from kernels.methods import FIXED_STEP
 from sweep.cube import pooled_signals
 from kernels.statics import equilibrium
 from sweep.loadcase import sample_grid
@@ -214,8 +214,8 @@ def work_precision(axles=AXLES, methods=METHOD_NAMES, h_ms=H_MS, relinearise=REL
     ``on_row(results)`` is called after every combination (incremental writes);
     ``done``: rows of an interrupted run to keep instead of measuring again."""
     for m in methods:
-        if m not in METHODS:
-            raise ValueError(f"unknown method {m!r}; known: {sorted(METHODS)}")
+        if m not in FIXED_STEP:
+            raise ValueError(f"unknown fixed-step method {m!r}; known: {sorted(FIXED_STEP)}")
     hs = sorted(float(x) * 1e-3 for x in h_ms)
     res = {"entries": [], "references": {}, "t_start": float(t_start), "loadcase": loadcase,
            "methods": list(methods), "h_ms": [round(h * 1e3, 6) for h in hs],

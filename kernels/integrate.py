@@ -33,8 +33,8 @@ problems: flat r, v (n,) and flat u.
 
 The method interface (:class:`Method`, the pattern of diffrax's solvers: a
 method is a value, the time loop takes it as an argument) is what every
-caller - the sweep's variants, K&C, tuning (checkpointed reverse mode),
-the benchmarks - programs against: ``name``, ``order``, ``jittable``,
+caller - the sweep's time-response variants, tuning (checkpointed reverse
+mode), the benchmarks and the tests - programs against: ``name``, ``order``, ``jittable``,
 ``has_error_estimate`` and ``simulate(system, r0, v0, t0, h, n_samples, ...)
 -> Trajectory``. :class:`RosenbrockTableau` implements it with the one
 time loop of this module (:func:`simulate`, jittable, vmappable,
