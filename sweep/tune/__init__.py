@@ -20,7 +20,7 @@ where from_unit maps [0, 1] onto the bounds linearly or in the logarithm
   implicit function theorem (:func:`kernels.statics.implicit_solution`) and
   through the linearisation at the design position;
 * time responses: reverse mode through LSRT2 over ``lax.scan`` in
-  checkpointed blocks (:func:`kernels.kc.simulate_checkpointed`), started
+  checkpointed blocks (``LSRT2.simulate(..., checkpoint_block=B)``, :func:`kernels.integrate.simulate`), started
   from the (implicitly differentiated) static equilibrium.
 
 Several starting points are optimised at once (``jax.vmap`` over starts:
