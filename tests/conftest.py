@@ -117,7 +117,7 @@ def step_runs_against_radau(model, exc, r_eq, **radau_kw):
     import jax
     from sweep.time_response import lsrt2_run, make_channels
     channels = make_channels()
-    from sweep.reference import radau
+    from kernels.radau import solve as radau
     t = 4.9 + np.arange(1101) * 1e-3
     lsrt2 = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1, relinearise_every=1)
     _, r, v = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t, **radau_kw)
