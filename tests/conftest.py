@@ -187,8 +187,11 @@ TIERS = {
                             "test_steering_curve_slope_*": "validation",
                             "test_steering_rack_option_*": "validation",
                             "test_kc_at_kerb_load_*": "validation"},
+    "test_lsrt2.py": {"test_gradient_through_the_integration_matches_finite_differences": "validation"},
     "test_methods.py": {"test_order_on_*": "validation", "test_error_estimate_*": "validation",
-                        "test_stiff_problem_is_stable_for_every_method": "validation"},
+                        "test_stiff_problem_is_stable_for_every_method": "validation",
+                        "test_generic_step_equals_lsrt2_written_out": "validation",
+                        "test_simulate_through_the_interface_is_the_time_loop_bitwise": "validation"},
     "test_modes.py": "validation",
     "test_work_precision.py": "validation",
 }
