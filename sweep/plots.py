@@ -101,7 +101,7 @@ def _single_run_figure(ds, before=0.05):
     wheel-centre x and z displacement from the static equilibrium [mm], toe
     and camber [deg] (DIN 70000), and the force of the reference bushing of
     each side (fx, fy, fz on its first body, vehicle frame) [kN]."""
-    from sweep.store import STATUS_MEANINGS
+    from sweep.status import MEANINGS as STATUS_MEANINGS
     t = ds.time.values
     ts = step_time(ds)
     win = t >= ts - before - 1e-12

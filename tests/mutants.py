@@ -84,6 +84,7 @@ ML_NMSE = "tests/test_multilink.py::test_nmse_against_radau_within_published"
 ML_BALANCE = "tests/test_multilink.py::test_static_equilibrium_force_and_moment_balance"
 KC_HAND = "tests/test_kc.py::test_linear_toy_axle_matches_hand_computed_compliance"
 KC_FD = "tests/test_kc.py::test_double_wishbone_metrics_match_finite_difference_loading"
+KC_FD_TOY_TRAVEL = "tests/test_kc.py::test_toy_travel_metrics_match_finite_differences_in_both_modes"
 KC_SYM = "tests/test_kc.py::test_compliance_is_symmetric_for_conservative_elements"
 KC_FDTOY = "tests/test_kc.py::test_compliance_matrix_matches_finite_difference_loading"
 EXUDYN_EIG = "tests/test_exudyn.py::test_eigenvalues_matched"
@@ -91,7 +92,7 @@ LSRT2 = "tests/test_lsrt2.py"
 LSRT2_NONLIN = "tests/test_lsrt2.py::test_order_two_on_nonlinear_rigid_body"
 LSRT2_K = "tests/test_lsrt2.py::test_model_system_K_is_the_velocity_jacobian_of_the_rates"
 
-KC_SIGN_TESTS = [KC_HAND, KC_FD, KC_SYM, "tests/test_multilink.py::test_equilibrium_is_symmetric_near_design_and_stops_are_clear",
+KC_SIGN_TESTS = [KC_HAND, KC_FD_TOY_TRAVEL, KC_FD, KC_SYM, "tests/test_multilink.py::test_equilibrium_is_symmetric_near_design_and_stops_are_clear",
                  "tests/test_model.py::test_equilibrium_is_mirror_symmetric_and_near_design"]
 
 MUTANTS = [
@@ -174,7 +175,8 @@ MUTANTS = [
     Mutant("coefficient_matrix_sign", "model solver eq. (11): sign of the (h g)^2 G_r K term",
            [("kernels/linsolve.py", "MA = -hg * lin.G_v[:n] - hg * hg * mm(",
              "MA = -hg * lin.G_v[:n] + hg * hg * mm(")],
-           ["tests/test_blocks.py", VALID_ORDER, VALID_NMSE]),
+           ["tests/test_blocks.py::test_block_and_dense_solve_agree_toy_axle", "tests/test_blocks.py",
+            VALID_ORDER, VALID_NMSE]),
     # ------------------------------------------------------------ K&C metric sign conventions
     Mutant("kc_toe_sign", "toe sign convention (metrics.toe_camber)",
            [("kernels/metrics.py", "toe = jnp.arctan2(sign * a[:, 0], a[:, 1])",

@@ -117,6 +117,21 @@ def _check_axle(model, lin):
                                atol=1e-9 * float(jnp.abs(b).max()))
 
 
+def test_block_and_dense_solve_agree_toy_axle(step_excitation):
+    """Eq. (11) on the trailing-arm toy axle (the cheap case of the axle
+    checks below): block and dense solves agree, and both solve the
+    coefficient matrix written out from the dense Jacobians."""
+    from kernels import loads
+    from kernels.model import build_model
+    from kernels.statics import equilibrium
+    from sweep.model_builder import build_tables
+    from tests.conftest import load_model_cfg
+    model = build_model(build_tables(load_model_cfg("toy_trailing_arm")))
+    eq = equilibrium(model, loads.u_at(step_excitation, 4.9))
+    assert bool(eq.converged)
+    _check_axle(model, _axle_case(model, eq, loads.u_at(step_excitation, 5.0)))
+
+
 def test_block_and_dense_solve_agree_double_wishbone(dw_model, dw_equilibrium, step_excitation):
     from kernels import loads
     lin = _axle_case(dw_model, dw_equilibrium, loads.u_at(step_excitation, 5.0))

@@ -440,3 +440,33 @@ def test_force_load_case_layout_without_compute(tmp_path):
     assert store_spec(plan)["__coords__"]["force"][1]["units"] == "N"
     assert len(plan.case["amplitudes"]) == 9
     assert not os.path.exists(tmp_path / "a.zarr")
+
+
+def test_toy_travel_metrics_match_finite_differences_in_both_modes():
+    """The wheel-travel metrics of the trailing-arm toy axle (parallel and
+    opposite travel: bump steer, camber gain, wheel rate, each per the
+    side's own travel) against central differences of its nonlinear travel
+    curve at +-0.1 mm - the cheap twin of the double-wishbone check above."""
+    from sweep.model_builder import model_from_config
+    model = kc.lock_brakes(model_from_config(_kc_cfg().model), kc.DEFAULT_BRAKE_LOCK)
+    dzs = np.stack([kc.travel_direction(mode) for mode in kc.TRAVEL_MODES])
+
+    @jax.jit
+    def run(model):
+        eq = kc.design_position(model)
+        travel = jax.vmap(lambda dz: kc.travel_curve(model, eq, np.array([-1e-4, 1e-4]), dz))(dzs)
+        return kc.kc_metrics(model, eq, kc.DEFAULT_LOADED_RADIUS), travel
+    M, travel = jax.device_get(run(model))
+    sign = kc.SIDE_SIGN
+    for i, (mode, pre) in enumerate((("parallel", ""), ("opposite", "roll_"))):
+        assert kc.TRAVEL_MODES[i] == mode
+        o = jax.tree_util.tree_map(lambda a: a[i], travel)
+        assert np.all(o["converged"])
+        own = np.ones(2) if mode == "parallel" else sign
+        fd = {k: (o[k][1] - o[k][0]) / 2e-4 for k in ("toe", "camber", "wheel_load")}
+        checks = {pre + ("bump_steer" if mode == "parallel" else "steer"): fd["toe"] / own * DEG,
+                  pre + "camber_gain": fd["camber"] / own * DEG,
+                  pre + "wheel_rate": fd["wheel_load"][:, 2] / own / 1e3}
+        for name, value in checks.items():
+            assert np.all(np.abs(value) > 1e-3) or name.endswith("steer"), (name, value)
+            np.testing.assert_allclose(M[name], value, rtol=1e-5, atol=1e-9, err_msg=name)

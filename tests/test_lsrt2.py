@@ -103,10 +103,10 @@ def test_stiff_linear_problem_is_stable_and_damps_stiff_modes():
     np.testing.assert_allclose(ys[-1, [2, 3, 8, 9]], exact[[2, 3, 8, 9]], atol=1e-6)
 
 
-def rigid_body_problem(T=0.4):
+def rigid_body_problem(T=0.4, rtol=1e-12):
     """A rigid body on a nonlinear bushing, large rotations (K(r) far from
     identity) and gyroscopic coupling: (system, y0, T, Radau reference at T,
-    rtol 1e-12). Shared with tests/test_methods.py."""
+    ``rtol``; atol 10x tighter). Shared with tests/test_methods.py."""
     from kernels import loads
     from kernels.model import build_model
     from kernels.system import model_system
@@ -125,23 +125,24 @@ def rigid_body_problem(T=0.4):
     exc = loads.excitation(np.zeros((2, 6)))
     r0 = model.r_design.at[0, 3:].set(jnp.array([0.4, -0.3, 0.5]))
     v0 = jnp.array([[0.0, 0.1, 0.0, 3.0, -2.0, 4.0]])
-    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=1e-12, atol_coordinates=1e-13,
-                      atol_speeds=1e-12)
+    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=rtol, atol_coordinates=rtol / 10,
+                      atol_speeds=rtol)
     ref = np.concatenate([rr[-1].ravel(), vv[-1].ravel()])
     return model_system(model, exc), np.concatenate([np.ravel(r0), np.ravel(v0)]), T, ref
 
 
 def test_order_two_on_nonlinear_rigid_body():
     """A rigid body on a nonlinear bushing, large rotations (K(r) far from
-    identity) and gyroscopic coupling, against Radau at rtol 1e-12."""
-    sysm, y0, T, ref = rigid_body_problem()
+    identity) and gyroscopic coupling, against Radau at rtol 1e-9 (LSRT2's
+    errors here are 3e-3 to 4e-2, so the reference is exact to them)."""
+    sysm, y0, T, ref = rigid_body_problem(rtol=1e-9)
     errs = []
-    for h in (4e-3, 2e-3, 1e-3, 5e-4):
+    for h in (2e-3, 1e-3, 5e-4):
         n = int(round(T / h))
         out = run(sysm, y0, h, n)
         errs.append(np.linalg.norm(out[-1] - ref))
     orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
-    assert np.all(np.abs(orders[1:] - 2.0) < 0.2), (errs, orders)
+    assert np.all(np.abs(orders - 2.0) < 0.2), (errs, orders)
 
 
 def test_gradient_through_the_integration_matches_finite_differences():
