@@ -162,7 +162,8 @@ TIERS = {
     "test_kc.py": {"test_kc_sweep_writes_*": "e2e", "test_kc_rerun_is_a_no_op_*": "e2e",
                    # the double wishbone's K&C compile; the toy-axle twins stay fast
                    "test_double_wishbone_metrics_match_finite_difference_loading": "validation",
-                   "test_implicit_derivatives_of_the_equilibrium_match_finite_differences": "validation"},
+                   "test_implicit_derivatives_of_the_equilibrium_match_finite_differences": "validation",
+                   "test_toy_travel_metrics_match_finite_differences_in_both_modes": "validation"},
     "test_modes_job.py": {"test_modes_cube_equals_*": "e2e", "test_modes_split_over_*": "e2e",
                           "test_modes_notebook_*": "notebook"},
     "test_sweep.py": {"test_failing_variant_is_isolated_*": "e2e", "test_public_schema_check_passes": "e2e",
@@ -178,6 +179,7 @@ TIERS = {
     # wishbone, the cross-check against Exudyn, convergence orders
     "test_axle_kinematics.py": "validation",
     "test_blocks.py": {"test_block_and_dense_solve_agree_double_wishbone": "validation",
+                       "test_float32_block_solver_is_float32_accurate_and_returns_float64": "validation",
                        "test_block_and_dense_solve_agree_multilink": "validation"},
     "test_elements.py": {"test_closed_form_*": "validation", "test_bushing_float32_follows_input_dtype": "validation"},
     "test_radau.py": {"test_value_on_the_toy_axle_matches_solve": "validation"},

@@ -455,7 +455,7 @@ def test_toy_travel_metrics_match_finite_differences_in_both_modes():
     def run(model):
         eq = kc.design_position(model)
         travel = jax.vmap(lambda dz: kc.travel_curve(model, eq, np.array([-1e-4, 1e-4]), dz))(dzs)
-        return kc.kc_metrics(model, eq, kc.DEFAULT_LOADED_RADIUS), travel
+        return kc.kc_metrics(model, eq, kc.DEFAULT_LOADED_RADIUS, with_geometry=False), travel
     M, travel = jax.device_get(run(model))
     sign = kc.SIDE_SIGN
     for i, (mode, pre) in enumerate((("parallel", ""), ("opposite", "roll_"))):
@@ -470,3 +470,16 @@ def test_toy_travel_metrics_match_finite_differences_in_both_modes():
         for name, value in checks.items():
             assert np.all(np.abs(value) > 1e-3) or name.endswith("steer"), (name, value)
             np.testing.assert_allclose(M[name], value, rtol=1e-5, atol=1e-9, err_msg=name)
+
+
+def test_toy_sides_are_decoupled_so_roll_equals_parallel_travel(toy_direct):
+    """The trailing-arm toy axle has no part joining its sides (no anti-roll
+    bar, arms on the body): each wheel's toe, camber and vertical force
+    depend on its own travel only, so per the side's own travel the
+    opposite (roll) metrics equal the parallel ones - the sign convention
+    of the roll metrics checked against the axle's structure."""
+    M = toy_direct
+    for par, roll in (("bump_steer", "roll_steer"), ("camber_gain", "roll_camber_gain"),
+                      ("wheel_rate", "roll_wheel_rate")):
+        np.testing.assert_allclose(M[roll], M[par], rtol=1e-6, atol=1e-9, err_msg=roll)
+    assert np.all(np.abs(M["camber_gain"]) > 1e-2) and np.all(M["wheel_rate"] > 1.0)
