@@ -339,7 +339,7 @@ def tables(res):
     if any(a.get("throughput_engine") for a in res["axles"].values()):
         L.append("")
         L.append("The same batches mapped as a default job maps a chunk (sweep.engine: `lax.map` over "
-                 "micro-batches, both CPU devices from 256 variants; block solver) - the *after* of issue 16, "
+                 "micro-batches, both CPU devices from 256 variants; block solver) - the *after* of the throughput work, "
                  "against the one-vmap, one-device *before* above (figure: "
                  "benchmarks/results/throughput.png):")
         L.append("")

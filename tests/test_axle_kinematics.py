@@ -1,4 +1,4 @@
-"""The axles as a chassis engineer checks them (issue 11): kinematic
+"""The axles as a chassis engineer checks them: kinematic
 determinacy from the tables, design state (ride height, stop clearance,
 static alignment), no bind in the reference bushing, and the elastokinematic
 K&C travel curves with stiffened joints against an independent rigid-joint
@@ -135,7 +135,7 @@ def test_each_carrier_has_one_freedom_with_the_rack_held_and_two_with_it_free(na
 
 
 def test_mobility_check_finds_the_old_over_constrained_double_wishbone():
-    """The layout before issue 11 (A-arm + an added longitudinal link on the
+    """The layout before the re-laid-out axle of 2026-11-24 (A-arm + an added longitudinal link on the
     carrier: 6 constraints) has no rigid-body freedom; so does the new one
     with that extra link added back."""
     cfg = load_model_cfg("double_wishbone")

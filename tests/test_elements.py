@@ -215,7 +215,7 @@ def test_closed_form_p2p_jacobian_matches_autodiff_with_curves():
         _closed_vs_autodiff(jax.tree_util.tree_map(rep, prm), jnp.stack(xs1), jnp.stack(xs2), "p2p")
 
 
-# ----------------------------------------------------------------------------- conservative bushing law (issue 11)
+# ----------------------------------------------------------------------------- conservative bushing law
 
 def _bushing_potential_np(prm, x1, x2):
     """Potential of a linear bushing with preload, written here: sum_i k_i e_i^2 / 2

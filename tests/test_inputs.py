@@ -1,4 +1,4 @@
-"""Bad inputs (issue 14): every one ends with exit code 2 and ONE line
+"""Bad inputs: every one ends with exit code 2 and ONE line
 ``error: <key> = <value>: <reason>`` naming the key, before anything is built,
 compiled or written; plus the entry-point habits (multirun paths and
 failures, job log, --help, compilation cache).

@@ -16,7 +16,7 @@ PUBLISHED = {"wheel_displacement": 0.01286, "bushing_force": 0.01545}  # method.
 # NMSE (definition in test_nmse_against_radau_within_published) measured by
 # that test (LSRT2 h = 1 ms, block solver, against Radau rtol 1e-6 / atol
 # 1e-9 m, 1e-6 m/s) on configs/model/multilink.yaml with the static
-# alignment and conservative bushing of issue 11, measured 2026-11-24:
+# alignment and conservative bushing law, measured 2026-11-24:
 # 1.78e-6 / 1.61e-6 (before: 1.8e-6 / 1.5e-6). The published bars are
 # ~10,000x above; the regression bounds catch a degraded method or model.
 # Re-measure (the test prints the value) after any change of the model or of
