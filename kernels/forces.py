@@ -64,7 +64,7 @@ def _apply(F, M, at, p1, R1, p2, R2, at2=None):
 # one (F_d = Rm1 f_d,t at pm2) and the damping torque is Rm1 f_d,r (no
 # Jl^-T). The power of the pair of damping loads is then exactly
 # -(f_d,t . rho_t + f_d,r . rho_r) <= 0 for characteristics with
-# f_d,i(rho) rho >= 0: damping never adds energy (tests/test_energy.py).
+# f_d,i(rho) rho >= 0: damping never adds energy (tests/kernels/test_energy.py).
 
 
 def bushing_deflection(prm, x1, x2):

@@ -3,7 +3,7 @@ W-method of order 3 with an embedded solution of order 2.
 
 Stiffly accurate and L-stable (R(-inf) = 0); a W-method, so it keeps order
 3 with an approximate Jacobian - in particular with the linearisation
-reused for N steps (``relinearise_every``), checked by tests/test_methods.py.
+reused for N steps (``relinearise_every``), checked by tests/kernels/test_methods.py.
 The embedded solution gives a per-step error estimate, which the sweep
 engine turns into the status "inaccurate" (values kept) when a variant's
 largest estimate exceeds the configured tolerance: a fixed-step integrator

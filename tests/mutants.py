@@ -9,7 +9,7 @@ only ``test_*.py``, so this file is never collected):
     .venv/bin/python tests/mutants.py                        # every mutant against the fast tier
     .venv/bin/python tests/mutants.py --tier all             # ... against every listed test
     .venv/bin/python tests/mutants.py --only a21_055 --only 'kc_*'
-    .venv/bin/python tests/mutants.py --only a21_055 --tests tests/test_lsrt2.py
+    .venv/bin/python tests/mutants.py --only a21_055 --tests tests/kernels/test_lsrt2.py
     .venv/bin/python tests/mutants.py --all --markdown /tmp/table.md
     .venv/bin/python tests/mutants.py --baseline --only 'kc_*'   # check the tests pass unmutated first
 
@@ -73,28 +73,28 @@ class Mutant:
     timeout: int = DEFAULT_TIMEOUT
 
 
-ENERGY_GRAD = "tests/test_energy.py::test_energy_oracle_forces_are_its_gradient"
-ENERGY_DAMPED = "tests/test_energy.py::test_damped_axle_energy_balance"
-ENERGY_CONSERVED = "tests/test_energy.py::test_undamped_axle_conserves_energy_short"
-P2P = "tests/test_p2p_analytic.py"
-VALID_ORDER = "tests/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step"
-VALID_NMSE = "tests/test_validation.py::test_nmse_against_radau_within_published"
-VALID_RESP = "tests/test_validation.py::test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm"
-ML_NMSE = "tests/test_multilink.py::test_nmse_against_radau_within_published"
-ML_BALANCE = "tests/test_multilink.py::test_static_equilibrium_force_and_moment_balance"
-KC_HAND = "tests/test_kc.py::test_linear_toy_axle_matches_hand_computed_compliance"
-KC_FD = "tests/test_kc.py::test_double_wishbone_metrics_match_finite_difference_loading"
-KC_FD_TOY_TRAVEL = "tests/test_kc.py::test_toy_travel_metrics_match_finite_differences_in_both_modes"
-KC_TOY_DECOUPLED = "tests/test_kc.py::test_toy_sides_are_decoupled_so_roll_equals_parallel_travel"
-KC_SYM = "tests/test_kc.py::test_compliance_is_symmetric_for_conservative_elements"
-KC_FDTOY = "tests/test_kc.py::test_compliance_matrix_matches_finite_difference_loading"
-EXUDYN_EIG = "tests/test_exudyn.py::test_eigenvalues_matched"
-LSRT2 = "tests/test_lsrt2.py"
-LSRT2_NONLIN = "tests/test_lsrt2.py::test_order_two_on_nonlinear_rigid_body"
-LSRT2_K = "tests/test_lsrt2.py::test_model_system_K_is_the_velocity_jacobian_of_the_rates"
+ENERGY_GRAD = "tests/kernels/test_energy.py::test_energy_oracle_forces_are_its_gradient"
+ENERGY_DAMPED = "tests/kernels/test_energy.py::test_damped_axle_energy_balance"
+ENERGY_CONSERVED = "tests/kernels/test_energy.py::test_undamped_axle_conserves_energy_short"
+P2P = "tests/kernels/test_p2p_analytic.py"
+VALID_ORDER = "tests/kernels/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step"
+VALID_NMSE = "tests/kernels/test_validation.py::test_nmse_against_radau_within_published"
+VALID_RESP = "tests/kernels/test_validation.py::test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm"
+ML_NMSE = "tests/kernels/test_multilink.py::test_nmse_against_radau_within_published"
+ML_BALANCE = "tests/kernels/test_multilink.py::test_static_equilibrium_force_and_moment_balance"
+KC_HAND = "tests/kernels/test_kc.py::test_linear_toy_axle_matches_hand_computed_compliance"
+KC_FD = "tests/kernels/test_kc.py::test_double_wishbone_metrics_match_finite_difference_loading"
+KC_FD_TOY_TRAVEL = "tests/kernels/test_kc.py::test_toy_travel_metrics_match_finite_differences_in_both_modes"
+KC_TOY_DECOUPLED = "tests/kernels/test_kc.py::test_toy_sides_are_decoupled_so_roll_equals_parallel_travel"
+KC_SYM = "tests/kernels/test_kc.py::test_compliance_is_symmetric_for_conservative_elements"
+KC_FDTOY = "tests/kernels/test_kc.py::test_compliance_matrix_matches_finite_difference_loading"
+EXUDYN_EIG = "tests/validation/test_exudyn.py::test_eigenvalues_matched"
+LSRT2 = "tests/kernels/test_lsrt2.py"
+LSRT2_NONLIN = "tests/kernels/test_lsrt2.py::test_order_two_on_nonlinear_rigid_body"
+LSRT2_K = "tests/kernels/test_lsrt2.py::test_model_system_K_is_the_velocity_jacobian_of_the_rates"
 
-KC_SIGN_TESTS = [KC_HAND, KC_TOY_DECOUPLED, KC_FD_TOY_TRAVEL, KC_FD, KC_SYM, "tests/test_multilink.py::test_equilibrium_is_symmetric_near_design_and_stops_are_clear",
-                 "tests/test_model.py::test_equilibrium_is_mirror_symmetric_and_near_design"]
+KC_SIGN_TESTS = [KC_HAND, KC_TOY_DECOUPLED, KC_FD_TOY_TRAVEL, KC_FD, KC_SYM, "tests/kernels/test_multilink.py::test_equilibrium_is_symmetric_near_design_and_stops_are_clear",
+                 "tests/kernels/test_model.py::test_equilibrium_is_mirror_symmetric_and_near_design"]
 
 MUTANTS = [
     # ------------------------------------------------------------ element laws, integrator
@@ -102,16 +102,16 @@ MUTANTS = [
            [("kernels/forces.py",
              'elastic = prm["k"] * e + jax.vmap(curves.evaluate)(',
              'elastic = prm["k"] * e * jnp.array([1.0, 1.0, 1.0, -1.0, -1.0, -1.0]) + jax.vmap(curves.evaluate)(')],
-           ["tests/test_elements.py", ENERGY_GRAD, KC_HAND, KC_SYM, "tests/test_dynamics.py",
-            "tests/test_model.py", VALID_RESP]),
+           ["tests/kernels/test_elements.py", ENERGY_GRAD, KC_HAND, KC_SYM, "tests/kernels/test_dynamics.py",
+            "tests/kernels/test_model.py", VALID_RESP]),
     Mutant("p2p_damping_halved", "P2P damping force halved",
            [("kernels/forces.py",
              'damp = damp * (prm["c_scale"][0]',
              'damp = 0.5 * damp * (prm["c_scale"][0]')],
-           [P2P, "tests/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
+           [P2P, "tests/kernels/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
     Mutant("p2p_damping_removed", "P2P damping force removed (spring and stops only)",
            [("kernels/forces.py", "    return damp - push\n", "    return 0.0 * damp - push\n")],
-           [P2P, "tests/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
+           [P2P, "tests/kernels/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
     Mutant("lsrt2_klin_frozen_rhs", "K_lin instead of K(r~) in the stage right-hand side (method.md pitfall)",
            [("kernels/integrate.py", "rate = system.rates(r_i, v_i) ", "rate = _kmul(K, v_i) ")],
            [LSRT2, VALID_ORDER, VALID_NMSE, ML_NMSE]),
@@ -122,71 +122,71 @@ MUTANTS = [
     Mutant("gravity_sign", "gravity vector sign flipped at model build",
            [("kernels/model.py", 'gravity=f(tables.get("gravity", [0, 0, -9.81])),',
              'gravity=-f(tables.get("gravity", [0, 0, -9.81])),')],
-           ["tests/test_dynamics.py::test_free_body_newton_euler", ML_BALANCE,
-            "tests/test_model.py", KC_HAND, VALID_RESP]),
+           ["tests/kernels/test_dynamics.py::test_free_body_newton_euler", ML_BALANCE,
+            "tests/kernels/test_model.py", KC_HAND, VALID_RESP]),
     Mutant("gravity_scale", "gravity force doubled in q and in the linearisation",
            [("kernels/dynamics.py", "Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])",
              "Q = Q.at[:, :3].add(2.0 * model.mass[:, None] * model.gravity[None, :])", 2)],
-           ["tests/test_dynamics.py::test_free_body_newton_euler", ML_BALANCE,
-            "tests/test_model.py", KC_HAND, VALID_RESP]),
+           ["tests/kernels/test_dynamics.py::test_free_body_newton_euler", ML_BALANCE,
+            "tests/kernels/test_model.py", KC_HAND, VALID_RESP]),
     # ------------------------------------------------------------ wheel loads
     Mutant("wheel_force_sign", "wheel-centre forces applied with the wrong sign",
            [("kernels/dynamics.py", "return jnp.concatenate([u[:, :3], jnp.einsum(",
              "return jnp.concatenate([-u[:, :3], jnp.einsum(")],
-           [ML_BALANCE, "tests/test_model.py", KC_HAND, VALID_RESP]),
+           [ML_BALANCE, "tests/kernels/test_model.py", KC_HAND, VALID_RESP]),
     Mutant("wheel_force_scale", "wheel-centre forces halved",
            [("kernels/dynamics.py", "return jnp.concatenate([u[:, :3], jnp.einsum(",
              "return jnp.concatenate([0.5 * u[:, :3], jnp.einsum(")],
-           [ML_BALANCE, "tests/test_model.py", KC_HAND, VALID_RESP]),
+           [ML_BALANCE, "tests/kernels/test_model.py", KC_HAND, VALID_RESP]),
     Mutant("wheel_torque_frame", "wheel torques applied as R M instead of R^T M (frame error)",
            [("kernels/dynamics.py", 'jnp.einsum("sji,sj->si", R, u[:, 3:])',
              'jnp.einsum("sij,sj->si", R, u[:, 3:])')],
-           [KC_SYM, ML_BALANCE, KC_HAND, KC_FD, "tests/test_model.py", "tests/test_dynamics.py"]),
+           [KC_SYM, ML_BALANCE, KC_HAND, KC_FD, "tests/kernels/test_model.py", "tests/kernels/test_dynamics.py"]),
     Mutant("wheel_torque_sign", "wheel torques with the wrong sign",
            [("kernels/dynamics.py", 'jnp.einsum("sji,sj->si", R, u[:, 3:])',
              '-jnp.einsum("sji,sj->si", R, u[:, 3:])')],
-           [ML_BALANCE, KC_HAND, KC_FD, "tests/test_model.py"]),
+           [ML_BALANCE, KC_HAND, KC_FD, "tests/kernels/test_model.py"]),
     # ------------------------------------------------------------ kinematic matrix K(r)
     Mutant("K_euler_rate_sign", "K(r): sign of one entry of the Euler-rate matrix",
            [("kernels/rotations.py", "jnp.stack([z, cx, -sx], -1),", "jnp.stack([z, cx, sx], -1),")],
-           ["tests/test_rotations.py", "tests/test_dynamics.py", LSRT2_NONLIN, VALID_ORDER]),
+           ["tests/kernels/test_rotations.py", "tests/kernels/test_dynamics.py", LSRT2_NONLIN, VALID_ORDER]),
     Mutant("K_euler_rate_scale", "K(r): 1/cos(a_y') dropped in the first row",
            [("kernels/rotations.py", "jnp.stack([z, sx / cy, cx / cy], -1),", "jnp.stack([z, sx, cx], -1),")],
-           ["tests/test_rotations.py", "tests/test_dynamics.py", LSRT2_NONLIN, VALID_ORDER]),
+           ["tests/kernels/test_rotations.py", "tests/kernels/test_dynamics.py", LSRT2_NONLIN, VALID_ORDER]),
     Mutant("K_lin_translation_scale", "K_lin blocks (linearisation only): translation block doubled",
            [("kernels/rotations.py", "K = K.at[:, :3, :3].set(jnp.eye(3, dtype=r.dtype))",
              "K = K.at[:, :3, :3].set(2.0 * jnp.eye(3, dtype=r.dtype))")],
-           ["tests/test_rotations.py", LSRT2_K, "tests/test_blocks.py", LSRT2, VALID_ORDER, VALID_NMSE]),
+           ["tests/kernels/test_rotations.py", LSRT2_K, "tests/kernels/test_blocks.py", LSRT2, VALID_ORDER, VALID_NMSE]),
     # ------------------------------------------------------------ block solver
     Mutant("block_schur_sign", "block LU: Schur update added instead of subtracted",
            [("kernels/blocks.py", "a = a.at[st.upd_slots].add(-st.upd_sum(prod))",
              "a = a.at[st.upd_slots].add(st.upd_sum(prod))")],
-           ["tests/test_blocks.py"]),
+           ["tests/kernels/test_blocks.py"]),
     Mutant("block_pivot_unscaled", "block LU: L_ik not scaled by the pivot inverse D_k^-1",
            [("kernels/blocks.py", "L = mm(a[st.low], Di[st.low_piv]) if len(st.low) else None",
              "L = a[st.low] if len(st.low) else None")],
-           ["tests/test_blocks.py"]),
+           ["tests/kernels/test_blocks.py"]),
     Mutant("block_forward_sign", "block LU: forward substitution sign",
            [("kernels/blocks.py", "y = y.at[st.low_rows].add(-st.low_sum(mv(L, y[st.low_col])))",
              "y = y.at[st.low_rows].add(st.low_sum(mv(L, y[st.low_col])))")],
-           ["tests/test_blocks.py"]),
+           ["tests/kernels/test_blocks.py"]),
     Mutant("block_inv6_pivot", "inv6: pivot row not normalised (1/A_kk dropped)",
            [("kernels/blocks.py", "piv = 1.0 / A[..., k, k]", "piv = 1.0 + 0.0 * A[..., k, k]")],
-           ["tests/test_blocks.py"]),
+           ["tests/kernels/test_blocks.py"]),
     Mutant("coefficient_matrix_sign", "model solver eq. (11): sign of the (h g)^2 G_r K term",
            [("kernels/linsolve.py", "MA = -hg * lin.G_v[:n] - hg * hg * mm(",
              "MA = -hg * lin.G_v[:n] + hg * hg * mm(")],
-           ["tests/test_blocks.py::test_block_and_dense_solve_agree_toy_axle", "tests/test_blocks.py",
+           ["tests/kernels/test_blocks.py::test_block_and_dense_solve_agree_toy_axle", "tests/kernels/test_blocks.py",
             VALID_ORDER, VALID_NMSE]),
     # ------------------------------------------------------------ K&C metric sign conventions
     Mutant("kc_toe_sign", "toe sign convention (metrics.toe_camber)",
            [("kernels/metrics.py", "toe = jnp.arctan2(sign * a[:, 0], a[:, 1])",
              "toe = jnp.arctan2(-sign * a[:, 0], a[:, 1])")],
-           KC_SIGN_TESTS + ["tests/test_exudyn.py::test_longitudinal_step_toe_camber"]),
+           KC_SIGN_TESTS + ["tests/validation/test_exudyn.py::test_longitudinal_step_toe_camber"]),
     Mutant("kc_camber_sign", "camber sign convention (metrics.toe_camber)",
            [("kernels/metrics.py", "camber = jnp.arcsin(jnp.clip(-sign * a[:, 2], -1.0, 1.0))",
              "camber = jnp.arcsin(jnp.clip(sign * a[:, 2], -1.0, 1.0))")],
-           KC_SIGN_TESTS + ["tests/test_exudyn.py::test_longitudinal_step_toe_camber"]),
+           KC_SIGN_TESTS + ["tests/validation/test_exudyn.py::test_longitudinal_step_toe_camber"]),
     Mutant("kc_wheel_rate_sign", "wheel rate sign (kc_metrics)",
            [("kernels/kc.py", 'out[prefix + "wheel_rate"] = (dfz @ dz) / dz / 1000.0',
              'out[prefix + "wheel_rate"] = -(dfz @ dz) / dz / 1000.0')],
@@ -227,24 +227,24 @@ MUTANTS = [
            [("kernels/dynamics.py", "Q[:, 3:] - jnp.cross(w, Iw))", "Q[:, 3:] + jnp.cross(w, Iw))"),
             ("kernels/dynamics.py", "q = mv(Minv, Q - jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))",
              "q = mv(Minv, Q + jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))")],
-           ["tests/test_dynamics.py", ENERGY_CONSERVED, LSRT2_NONLIN]),
+           ["tests/kernels/test_dynamics.py", ENERGY_CONSERVED, LSRT2_NONLIN]),
     Mutant("bushing_damping_sign", "bushing damping sign flipped (all directions)",
            [("kernels/forces.py", 'damping = prm["c"] * rate + ', 'damping = -prm["c"] * rate + ')],
-           ["tests/test_elements.py", ENERGY_DAMPED, VALID_RESP, VALID_NMSE]),
+           ["tests/kernels/test_elements.py", ENERGY_DAMPED, VALID_RESP, VALID_NMSE]),
     Mutant("p2p_spring_rate_scale", "P2P spring rate doubled (preload kept)",
            [("kernels/forces.py", 'push = push0 + prm["k_scale"] * (elastic(s) - push0)',
              'push = push0 + 2.0 * prm["k_scale"] * (elastic(s) - push0)')],
-           [P2P, "tests/test_elements.py", ENERGY_GRAD, KC_SYM, "tests/test_model.py", VALID_RESP, VALID_NMSE]),
+           [P2P, "tests/kernels/test_elements.py", ENERGY_GRAD, KC_SYM, "tests/kernels/test_model.py", VALID_RESP, VALID_NMSE]),
     Mutant("p2p_compression_rebound_swap", "P2P damper: compression and rebound factors swapped",
            [("kernels/forces.py", "w = 0.5 * (1.0 + jnp.tanh(Ldot / DAMPER_BLEND))",
              "w = 0.5 * (1.0 - jnp.tanh(Ldot / DAMPER_BLEND))")],
-           [P2P, "tests/test_elements.py", ENERGY_DAMPED, VALID_NMSE, ML_NMSE]),
+           [P2P, "tests/kernels/test_elements.py", ENERGY_DAMPED, VALID_NMSE, ML_NMSE]),
     # (not "reaction on body 2 at marker 1 instead of marker 2": F is parallel to
     # pm2 - pm1, so its moment is the same at either end - an equivalent mutant)
     Mutant("p2p_force_point", "P2P force on body 1 applied at the body origin instead of marker 1",
            [("kernels/forces.py", "return _apply(T * e, zero, pm1, p1, R1, p2, R2, at2=pm2)",
              "return _apply(T * e, zero, p1, p1, R1, p2, R2, at2=pm2)")],
-           ["tests/test_elements.py", P2P, ENERGY_GRAD, "tests/test_dynamics.py"]),
+           ["tests/kernels/test_elements.py", P2P, ENERGY_GRAD, "tests/kernels/test_dynamics.py"]),
 ]
 
 

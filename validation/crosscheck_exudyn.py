@@ -10,7 +10,7 @@ eigenvalues of its own linearisation. This module builds and runs the
 Exudyn side (:func:`build_exudyn`, :func:`solve_static`, :func:`simulate`,
 :func:`exudyn_state_matrix`) and provides the kernels' state matrix and the
 eigenvalue matching (:func:`our_state_matrix`, :func:`match_eigenvalues`);
-``tests/test_exudyn.py`` puts the results next to the kernels' (Newton
+``tests/validation/test_exudyn.py`` puts the results next to the kernels' (Newton
 equilibrium, LSRT2 / Radau, eigenvalues of the state matrix from J_r, J_v,
 K) and ``docs/crosscheck.md`` reports the agreement and explains the
 tolerances.
@@ -50,7 +50,7 @@ inside the functions, so this module imports without it.
 
 This is validation code, not part of the installed packages (``kernels``,
 ``sweep``): it lives in ``validation/`` of the repository and is run by
-``tests/test_exudyn.py``. It uses only public names of ``kernels`` (the
+``tests/validation/test_exudyn.py``. It uses only public names of ``kernels`` (the
 Model fields, :func:`kernels.dynamics.linearise`) and two module constants
 of its numerics, :data:`kernels.forces.DAMPER_BLEND` (compression/rebound
 blend width) and :data:`kernels.loads.STEP_TOL` (when a step counts as

@@ -2,12 +2,12 @@
 added to the table - one edit - reaches the cube with its dims, units and
 long name, shapes by jax.eval_shape, also when variants fail (NaN fill) and
 with the Radau reference path. (That the single-variant path lsrt2_run and
-the engine's cube agree: tests/test_app.py::test_cube_equals_direct_kernel_run.)"""
+the engine's cube agree: tests/e2e/test_app.py::test_cube_equals_direct_kernel_run.)"""
 import numpy as np
 import pytest
 import xarray as xr
 
-from tests.test_app import cfg_of
+from tests.e2e.test_app import cfg_of
 
 TOY = ["model=toy_trailing_arm", "loadcase.t_end=5.2", "sweep.start=4.9", "sweep.progress=false",
        "cache.enabled=false"]

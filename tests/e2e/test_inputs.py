@@ -15,7 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import ROOT
-from tests.test_app import cfg_of
+from tests.e2e.test_app import cfg_of
 
 # a design table over two parameters of any axle (independent of element names)
 TABLE = ["sweep=table", "~sweep.parameters", "+sweep.parameters.stiff.target=bushing.stiffness",

@@ -300,7 +300,7 @@ def test_tuning_notebook_executes(recovery, jax_cache, tmp_path, monkeypatch):
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     import re
-    from tests.test_sweep import notebook_outputs
+    from tests.sweep.test_sweep import notebook_outputs
     text, png = notebook_outputs(nb)
     assert "reached" in text and png >= 3            # figures are kept in the executed notebook
     m = re.search(r"recovered to (\S+) \(relative\)", text)

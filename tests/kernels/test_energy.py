@@ -168,7 +168,7 @@ def dissipation_power(model, r, v):
         L = jnp.linalg.norm(q2 - q1, axis=1)
         Ldot = jnp.sum((q2 - q1) * (u2 - u1), 1) / L
         damp = model.pp_c * Ldot + jax.vmap(_jtable)(model.pp_c_curve, Ldot)
-        wgt = 0.5 * (1.0 + jnp.tanh(Ldot / 1e-3))        # blend width 1 mm/s (tests/test_p2p_analytic.py)
+        wgt = 0.5 * (1.0 + jnp.tanh(Ldot / 1e-3))        # blend width 1 mm/s (tests/kernels/test_p2p_analytic.py)
         cs = model.pp_c_scale
         power = power + jnp.sum(damp * (cs[:, 0] + (cs[:, 1] - cs[:, 0]) * wgt) * Ldot)
     return power

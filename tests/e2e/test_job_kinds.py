@@ -1,7 +1,7 @@
 """The job-kind protocol: a new kind is one module in sweep/kinds/ plus one
 load-case config, and runs end to end through the one pipeline.
 
-The toy kind (tests/fixtures/toy_kind/) is copied into a copy of the source
+The toy kind (tests/e2e/fixtures/toy_kind/) is copied into a copy of the source
 tree - nothing else is touched - and run with ``python -m sweep
 loadcase=toy``; its cube is checked against values computed here from the
 model file, and by ``python -m sweep.verify`` (which finds the kind's
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURE = os.path.join(ROOT, "tests", "fixtures", "toy_kind")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
+FIXTURE = os.path.join(ROOT, "tests", "e2e", "fixtures", "toy_kind")
 
 
 def _tree(tmp_path):

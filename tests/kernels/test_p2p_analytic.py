@@ -18,7 +18,7 @@ import kernels  # noqa: F401  (float64)
 from kernels import forces
 from kernels.model import build_model
 from kernels.rotations import euler_to_matrix
-from tests.test_elements import states, two_body_tables
+from tests.kernels.test_elements import states, two_body_tables
 
 P1 = np.array([0.2, 0.1, 0.0])
 P2 = np.array([0.6, 0.3, -0.1])

@@ -1,7 +1,7 @@
 """Integration methods as values (kernels/integrate.py): LSRT2, ROS34PW2 and the
 linear-implicit Euler on one generic Rosenbrock step and one time loop,
 behind the method interface (kernels.integrate.Method) with the Radau
-reference (tests/test_radau.py).
+reference (tests/kernels/test_radau.py).
 
 Oracles: the classical order conditions of Rosenbrock methods (Hairer &
 Wanner, Solving ODEs II, section IV.7, in the alpha/beta form), the
@@ -103,7 +103,7 @@ def test_order_on_linear_problem_with_ramp_input(name, N):
 
 @pytest.fixture(scope="module")
 def rigid_body():
-    """tests/test_lsrt2.py's rigid body on a nonlinear bushing (large
+    """tests/kernels/test_lsrt2.py's rigid body on a nonlinear bushing (large
     rotations, K(r) far from identity); Radau reference at rtol 1e-12."""
     return rigid_body_problem()
 

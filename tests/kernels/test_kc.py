@@ -306,7 +306,7 @@ def test_double_wishbone_metrics_match_finite_difference_loading(dw_kc):
         checks[pre + ("bump_steer" if mode == "parallel" else "steer")] = fd(o, "toe", 1e-4) / own * DEG
         checks[pre + "camber_gain"] = fd(o, "camber", 1e-4) / own * DEG
         checks[pre + "wheel_rate"] = fd(o, "wheel_load", 1e-4)[:, 2] / own / 1e3
-    # the geometry metrics have their own oracles (tests/test_kc_geometry.py)
+    # the geometry metrics have their own oracles (tests/kernels/test_kc_geometry.py)
     assert set(checks) == set(kc.METRICS) - {"design_wheel_load", "design_toe", "design_camber"} \
         - set(kc.GEOMETRY_METRICS)
     for name, value in checks.items():
@@ -333,7 +333,7 @@ def test_brake_lock_finds_the_wheel_bearings(dw_model):
 # model-agnostic, and its compilation is short)
 
 def _kc_cfg(*over):
-    from tests.test_app import cfg_of
+    from tests.e2e.test_app import cfg_of
     return cfg_of("model=toy_trailing_arm", *over)
 
 

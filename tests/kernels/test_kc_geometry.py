@@ -338,7 +338,7 @@ def test_steering_load_case_needs_a_steering_joint():
     from sweep.kinds.kc import KIND
     prepare_kc = KIND.plan
     from sweep.schema import ConfigError
-    from tests.test_app import cfg_of
+    from tests.e2e.test_app import cfg_of
     with pytest.raises(ConfigError, match="names no steering_joint"):
         prepare_kc(cfg_of("model=toy_trailing_arm", "loadcase=kc_steering"))
     with pytest.raises(ConfigError, match=r"loadcase.rack = \[0.05, -0.05\]|loadcase.rack"):

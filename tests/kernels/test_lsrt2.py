@@ -106,7 +106,7 @@ def test_stiff_linear_problem_is_stable_and_damps_stiff_modes():
 def rigid_body_problem(T=0.4, rtol=1e-12):
     """A rigid body on a nonlinear bushing, large rotations (K(r) far from
     identity) and gyroscopic coupling: (system, y0, T, Radau reference at T,
-    ``rtol``; atol 10x tighter). Shared with tests/test_methods.py."""
+    ``rtol``; atol 10x tighter). Shared with tests/kernels/test_methods.py."""
     from kernels import loads
     from kernels.model import build_model
     from kernels.system import model_system

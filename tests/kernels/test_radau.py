@@ -21,7 +21,7 @@ from kernels import loads
 from kernels.radau import RADAU, Radau, solve
 from test_lsrt2 import BU, CDAMP, OMEGA, Y0, _exact_ramp, linear_system
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 
 
 def test_value_on_a_linear_system_matches_the_matrix_exponential():

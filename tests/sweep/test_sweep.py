@@ -11,7 +11,7 @@ import zarr
 from omegaconf import OmegaConf
 
 from kernels.model import ModelError
-from tests.test_app import cfg_of
+from tests.e2e.test_app import cfg_of
 from tests.conftest import CHECK_CUBE, ROOT
 
 # a short window around the step keeps compile and run small

@@ -1,15 +1,15 @@
 """The modes job kind (sweep/modes.py, ``loadcase=modes``): a design of
 variants -> one modes cube, each variant's frequencies and damping ratios
 equal to scipy's eigen solve of a state matrix assembled in the test (dense
-jacfwd of eq. 1, tests/test_modes.py) for that variant's parameters."""
+jacfwd of eq. 1, tests/kernels/test_modes.py) for that variant's parameters."""
 import jax
 import numpy as np
 import pytest
 import scipy.linalg
 import xarray as xr
 
-from tests.test_app import cfg_of
-from tests.test_modes import _dense_state_matrix
+from tests.e2e.test_app import cfg_of
+from tests.kernels.test_modes import _dense_state_matrix
 
 TOY = ["model=toy_trailing_arm", "loadcase=modes", "loadcase.n_modes=8", "sweep.progress=false",
        "cache.enabled=false"]
@@ -77,7 +77,7 @@ def test_modes_notebook_maps_the_tracked_mode(modes_cube, tmp_path, monkeypatch)
     import os
     import nbformat
     from nbclient import NotebookClient
-    from tests.test_sweep import ROOT, notebook_outputs
+    from tests.sweep.test_sweep import ROOT, notebook_outputs
     cfg, ds = modes_cube
     nb = nbformat.read(os.path.join(ROOT, "notebooks", "03_modes_map.ipynb"), as_version=4)
     monkeypatch.setenv("AXLE_MODES_CUBE", str(cfg.output.path))
@@ -102,7 +102,7 @@ def test_modes_split_over_two_cpu_devices_and_mirror_labels(modes_cube, tmp_path
     import os
     import subprocess
     import sys
-    from tests.test_sweep import ROOT
+    from tests.sweep.test_sweep import ROOT
     _, ds = modes_cube
     assert np.all(ds.mirror_split.values == 1.0)
     np.testing.assert_allclose(np.abs(ds.symmetry.values), 1.0, atol=1e-9)
