@@ -29,12 +29,11 @@ import sys
 
 import jax
 import numpy as np
-import yaml
 
 import kernels  # noqa: F401  (float64)
 from kernels import kc, metrics
 from kernels.model import ModelError, build_model
-from sweep.model_builder import build_tables
+from sweep.model_builder import build_tables, check_alignment, load_model_file
 from sweep.schema import ConfigError
 
 DEG = 180.0 / np.pi
@@ -45,8 +44,7 @@ def load_model_config(name_or_path):
     path = name_or_path if name_or_path.endswith(".yaml") else os.path.join(CONFIG_DIR, name_or_path + ".yaml")
     if not os.path.exists(path):
         raise ConfigError(f"model = {name_or_path!r}: no such model config ({path})")
-    with open(path) as fh:
-        return yaml.safe_load(fh)
+    return load_model_file(path)
 
 
 @jax.jit
@@ -72,14 +70,7 @@ def _spec(cfg):
     for key in ("toe_deg", "camber_deg", "wheel_load", "toe_by", "camber_by", "seat_offset_of"):
         if key not in a:
             raise ConfigError(f"model.alignment.{key}: missing")
-    bushings = cfg["per_side"]["bushings"]
-    for key in ("toe_by", "camber_by"):
-        b = bushings.get(a[key])
-        if b is None or "adjust" not in b:
-            raise ConfigError(f"model.alignment.{key} = {a[key]!r}: no per-side bushing of that "
-                             "name with an `adjust` entry")
-    if a["seat_offset_of"] not in cfg["per_side"]["p2p"]:
-        raise ConfigError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r}: no per-side P2P element")
+    check_alignment(cfg)
     return a
 
 

@@ -91,8 +91,11 @@ def hydra_app(main, config_name="config"):
     xla_flags_from_env()
     import hydra
 
+    entered = []
+
     @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name=config_name)
     def task(cfg):
+        entered.append(True)
         setup(cfg)
         if in_multirun():               # a rerun into the same sweep dir starts clean
             _clear_failed_marker()
@@ -105,11 +108,43 @@ def hydra_app(main, config_name="config"):
         return code
 
     def run():
-        task()
+        precheck_model_file(sys.argv[1:])
+        entered.append(False)
+        try:
+            task()
+        except SystemExit as stop:
+            # Hydra's own configuration errors (an unknown key or group option
+            # on the command line, a config file it cannot load) exit 1
+            # before the app starts: the project's code for a bad
+            # configuration is 2, whoever finds it
+            if stop.code == 1 and not any(entered):
+                sys.exit(2)
+            raise
         if _FAILED:
             LOG.error(f"error: {len(_FAILED)} job(s) of the multirun failed (see above)")
             sys.exit(max(_FAILED))
     return run
+
+
+def precheck_model_file(argv):
+    """A model file chosen on the command line (``model=NAME`` of the
+    project's configs, or ``model=/path/to/file.yaml``-style names Hydra
+    finds through ``hydra.searchpath`` are left to Hydra) read strictly
+    before Hydra composes it: a duplicate key or a YAML syntax error is one
+    line with file:line:column and exit code 2, instead of Hydra's traceback."""
+    from kernels.model import ModelError
+    from sweep.model_builder import load_model_file
+    names = [a.split("=", 1)[1] for a in argv if a.startswith("model=")]
+    if not names or any(a.startswith("hydra.searchpath") for a in argv):
+        return
+    for name in names[-1].split(","):            # a multirun's list of models
+        path = os.path.join(CONFIG_DIR, "model", f"{name}.yaml")
+        if os.path.isfile(path):
+            try:
+                load_model_file(path)
+            except ModelError as err:
+                LOG.error("error: " + " ".join(str(err).split()))
+                sys.exit(2)
 
 
 def sweep_cli():

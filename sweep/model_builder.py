@@ -205,17 +205,196 @@ def with_steering_rack(cfg: dict):
     return cfg, desc
 
 
-def build_tables(cfg) -> dict:
-    """Model config -> validated-ready plain tables (see :mod:`kernels.model`)."""
+# ----------------------------------------------------------------------------- the model file's keys
+class Names:
+    """A mapping whose keys are the user's names (hardpoints, bodies,
+    bushings, ...), each value checked against ``spec``."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
+ANY = None                                         # a leaf: any value
+POINT = {"along": ANY, "fraction": ANY, "distance": ANY}     # point spec, when a mapping
+AXIS = {"along": ANY}                              # axis spec, when a mapping
+CURVE = {"x": ANY, "y": ANY, "interpolation": ANY}
+CHARACTERISTICS = {"stiffness": ANY, "damping": ANY, "loss_factor": ANY, "loss_frequency": ANY,
+                   "preload": ANY, "offset": ANY,
+                   "stiffness_curves": Names(CURVE), "damping_curves": Names(CURVE)}
+BODY = {"mass": ANY, "inertia": ANY, "com": POINT, "euler_deg": ANY, "rods": ANY, "radius": ANY}
+BUSHING = {"bodies": ANY, "at": POINT, "axis": AXIS, "x_hint": ANY, "type": ANY,
+           "adjust": {"body": ANY, "direction": AXIS, "distance": ANY}, **CHARACTERISTICS}
+P2P = {"bodies": ANY, "from": POINT, "to": POINT, "kind": ANY, "stiffness": ANY, "preload": ANY,
+       "damping": ANY, "clearance": ANY, "length": ANY, "curve": CURVE, "seat_offset": ANY}
+ALIGNMENT = {"toe_deg": ANY, "camber_deg": ANY, "toe_by": ANY, "camber_by": ANY,
+             "seat_offset_of": ANY, "wheel_load": ANY}
+
+
+def model_keys() -> dict:
+    """The keys a model file may have (nested; :class:`Names` where the user
+    names the entries). A registered element group's section takes the
+    common placement keys; its other keys are the group's own (its
+    ``validate`` checks them)."""
+    section = {"bodies": Names(BODY), "bushings": Names(BUSHING), "p2p": Names(P2P)}
+    section.update({g.table_key: Names(ANY) for g in forces.GROUPS.values() if not g.builtin})
+    return {"name": ANY, "description": ANY, "notes": ANY, "gravity": ANY,
+            "hardpoints": Names(ANY), "bushing_types": Names(CHARACTERISTICS),
+            "per_side": section, "shared": section, "wheels": {"left": ANY, "right": ANY},
+            "reference_bushing": ANY, "steering_joint": ANY, "travel_lock": ANY,
+            "steering_rack": dict.fromkeys(RACK_KEYS), "vehicle": dict.fromkeys(VEHICLE_KEYS),
+            "alignment": ALIGNMENT}
+
+
+def unknown_keys(cfg, spec=None, path="model"):
+    """``[(path, known keys)]`` of every key of a model config (a plain dict)
+    that the model file format does not have, depth first."""
+    spec = model_keys() if spec is None else spec
+    out = []
+    if isinstance(spec, Names):
+        if isinstance(cfg, dict) and spec.spec is not None:
+            for name, value in cfg.items():
+                out += unknown_keys(value, spec.spec, f"{path}.{name}")
+        return out
+    if not isinstance(spec, dict) or not isinstance(cfg, dict):
+        return out
+    for key, value in cfg.items():
+        if key not in spec:
+            out.append((f"{path}.{key}", sorted(spec)))
+        else:
+            out += unknown_keys(value, spec[key], f"{path}.{key}")
+    return out
+
+
+def check_keys(cfg, source=None):
+    """Raise :class:`ModelError` for the first unknown key of a model config:
+    its full path, the closest known key, and (``source``: the model file)
+    the file and line. A misspelt key must never be dropped silently - it
+    would leave the value it meant at its default."""
+    import difflib
+    bad = unknown_keys(_plain(cfg))
+    if not bad:
+        return
+    path, known = bad[0]
+    key = path.rsplit(".", 1)[1]
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+    where = yaml_line(source, path.split(".")[1:]) if source else None
+    more = f" (and {len(bad) - 1} more unknown key(s))" if len(bad) > 1 else ""
+    raise ModelError(f"{path}: unknown key ({hint}){more}" + (f" [{where}]" if where else ""))
+
+
+def yaml_line(source, keys):
+    """``'file:line'`` of the key at the path ``keys`` in the YAML file
+    ``source``, or ``source`` alone where the file does not have it."""
+    import yaml
+    try:
+        with open(source) as f:
+            node = yaml.compose(f)
+    except (OSError, yaml.YAMLError):
+        return str(source)
+    mark = None
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return str(source)
+        for k, v in node.value:
+            if k.value == key:
+                mark, node = k.start_mark, v
+                break
+        else:
+            return str(source)
+    return f"{source}:{mark.line + 1}" if mark else str(source)
+
+
+def check_alignment(cfg):
+    """The names the ``alignment`` section gives (a plain dict): ``toe_by`` /
+    ``camber_by`` a per-side bushing with an ``adjust`` entry,
+    ``seat_offset_of`` a per-side P2P element. Checked by every entry point
+    (through :func:`build_tables`), not only by ``python -m sweep.align``."""
+    a = cfg.get("alignment") or {}
+    per_side = cfg.get("per_side") or {}
+    bushings = per_side.get("bushings") or {}
+    for key in ("toe_by", "camber_by"):
+        if key in a and (a[key] not in bushings or "adjust" not in (bushings[a[key]] or {})):
+            raise ModelError(f"model.alignment.{key} = {a[key]!r}: no per-side bushing of that "
+                             "name with an `adjust` entry")
+    if "seat_offset_of" in a and a["seat_offset_of"] not in (per_side.get("p2p") or {}):
+        raise ModelError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r}: no per-side P2P element")
+
+
+class _StrictLoader:
+    """A YAML ``SafeLoader`` that refuses a key given twice in one mapping
+    (PyYAML keeps the last one silently)."""
+
+    @staticmethod
+    def make():
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        def mapping(loader, node, deep=False):
+            seen = {}
+            for k, _ in node.value:
+                key = loader.construct_object(k, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", k.start_mark)
+                seen[key] = k.start_mark.line
+            return yaml.SafeLoader.construct_mapping(loader, node, deep)
+        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+        return Loader
+
+
+def load_model_file(path) -> dict:
+    """A model YAML file as a plain dict, strictly: a duplicate key, a syntax
+    error, a file that is empty or not a mapping are one :class:`ModelError`
+    naming ``file:line:column``; unknown keys are checked with the line."""
+    import yaml
+    try:
+        with open(path) as fh:
+            cfg = yaml.load(fh, Loader=_StrictLoader.make())
+    except OSError as err:
+        raise ModelError(f"model file {path}: cannot be read ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ModelError(f"{where}: {problem}") from None
+    if not isinstance(cfg, dict) or not cfg:
+        raise ModelError(f"model file {path}: {'is empty' if not cfg else 'is not a mapping of model keys'}")
+    check_keys(cfg, path)
+    return cfg
+
+
+def model_source():
+    """The model file of the running Hydra job (its ``model`` choice in a
+    file config source), or None (no Hydra job, or not from a file)."""
+    import os
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        runtime = HydraConfig.get().runtime
+        choice = runtime.choices.get("model")
+        sources = list(runtime.config_sources)
+    except Exception:                 # no Hydra job (tests, notebooks): no file to name
+        return None
+    for src in sources:
+        if choice and src.get("schema") == "file":
+            path = os.path.join(src.get("path"), "model", f"{choice}.yaml")
+            if os.path.isfile(path):
+                return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    return None
+
+
+def build_tables(cfg, source=None) -> dict:
+    """Model config -> validated-ready plain tables (see :mod:`kernels.model`).
+    ``source``: the model file, named with the line in an unknown-key error
+    (default: the running Hydra job's model file)."""
     cfg = _plain(cfg)
+    if not cfg:
+        raise ModelError("model: the model config is empty (no bodies, bushings or wheels)")
+    check_keys(cfg, source or model_source())
+    check_alignment(cfg)
     cfg, rack_desc = with_steering_rack(cfg)
-    known = {"name", "description", "gravity", "hardpoints", "bushing_types", "per_side",
-             "shared", "wheels", "reference_bushing", "steering_joint", "travel_lock", "vehicle",
-             "steering_rack", "notes", "alignment"}
-    for key in cfg:
-        if key not in known:
-            raise ModelError(f"model.{key}: unknown model config key "
-                             f"(known: {', '.join(sorted(known))})")
     hp = cfg.get("hardpoints") or {}
     types = cfg.get("bushing_types") or {}
     bodies, markers, bushings, p2p = [], [], [], []

@@ -36,7 +36,18 @@ import yaml
 os.environ.setdefault("AXLE_JAX_CACHE_DIR", os.path.join(tempfile.gettempdir(), "axle-sweep-tests-jax-cache"))
 
 import kernels  # noqa: F401  (float64)
+import jax
 import jax.numpy as jnp
+
+# the in-process tests use a persistent compilation cache as well (the same
+# directory; compilations of 1 s or more, as sweep.runtime.setup): the two
+# pytest-xdist workers, and the rest tier after the fast tier, load what the
+# other has compiled instead of compiling it again. (A `python -m sweep`
+# subprocess sets its CPU device count in XLA_FLAGS, which is part of the
+# cache key, so it shares entries only with other subprocesses.)
+os.makedirs(os.environ["AXLE_JAX_CACHE_DIR"], exist_ok=True)
+jax.config.update("jax_compilation_cache_dir", os.environ["AXLE_JAX_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the repository root on sys.path also under a plain `pytest` (not only
@@ -157,6 +168,7 @@ TIERS = {
                        "test_sig*": "e2e", "test_second_process_on_the_same_store_is_refused": "e2e",
                        "test_write_error_*": "e2e"},
     "test_inputs.py": {"test_failing_multirun_job_does_not_stop_its_siblings": "e2e",
+                       "test_hydra_configuration_errors_exit_2_*": "e2e",
                        "test_command_line_exits_2_with_one_line": "e2e"},
     "test_job_kinds.py": "e2e",
     "test_kc.py": {"test_kc_sweep_writes_*": "e2e", "test_kc_rerun_is_a_no_op_*": "e2e",

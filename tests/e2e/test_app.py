@@ -106,11 +106,12 @@ def test_reference_beside_gives_nmse_summary(cli_run, capsys):
 
 
 def test_unknown_config_key_fails_before_compute(tmp_path):
-    """A misspelt key is Hydra's composition error (exit 1, its message naming
-    the key), raised before anything is built: no compile, no cube."""
+    """A misspelt key is Hydra's composition error (its message naming the
+    key; exit code 2, the project's code for a bad configuration), raised
+    before anything is built: no compile, no cube."""
     out = tmp_path / "c.zarr"
     proc = cli("integrator.relinearize_every=2", f"output.path={out}", f"hydra.run.dir={tmp_path}/hydra")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Could not override 'integrator.relinearize_every'" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and "compile" not in proc.stdout
     assert not out.exists()

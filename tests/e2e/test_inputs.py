@@ -84,6 +84,17 @@ BAD = {
                          "model.bushing_types.ball_joint.damping[0]", ">= 0"),
     "loss_factor_negative": (["model.bushing_types.upper_arm_bushing.loss_factor=-0.05"],
                              "model.bushing_types.upper_arm_bushing.loss_factor", ">= 0"),
+    # a misspelt key in the model file: never dropped silently
+    "model_key_typo": (["+model.per_side.bushings.upper_arm_rear.stifness=[1e6,1e6,1e6,1e3,1e3,1e3]"],
+                       "model.per_side.bushings.upper_arm_rear.stifness", "did you mean 'stiffness'?"),
+    "model_seat_offset_typo": (["+model.per_side.p2p.main_spring.seat_ofset=0.0189"],
+                               "model.per_side.p2p.main_spring.seat_ofset", "did you mean 'seat_offset'?"),
+    "model_three_levels_typo": (["+model.bushing_types.ball_joint.stiffness_curves="
+                                 "{z: {x: [0.0, 1.0], y: [0.0, 1.0e8], interp: linear}}"],
+                                "model.bushing_types.ball_joint.stiffness_curves.z.interp",
+                                "did you mean 'interpolation'?"),
+    "model_top_level_typo": (["+model.reference_bushings=lower_link_chassis"], "model.reference_bushings",
+                             "did you mean 'reference_bushing'?"),
     "gravity_two": (["model.gravity=[0.0,-9.81]"], "model.gravity", "3 values"),
     "gravity_word": (["model.gravity=[0.0,0.0,down]"], "model.gravity[2]", "number"),
     "hardpoint_two": (["model.hardpoints.WC=[0.0,0.768]"], "model.hardpoints.WC", "3 values"),
@@ -133,13 +144,13 @@ def _assert_one_line(err, key, reason):
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_input_is_one_line_naming_the_key(case, inputs, capsys, monkeypatch):
-    from sweep import app, engine
+    from sweep import app
+    from sweep.engine import stream
     files, out = inputs
     over, key, reason = BAD[case]
     cfg = cfg_of(*_overrides(over, files, out))
-    for name in ("compile_chunk_runner", "stream_chunks"):     # nothing may be compiled or run
-        if hasattr(engine, name):
-            monkeypatch.setattr(engine, name, lambda *a, **k: pytest.fail("computed before validation"))
+    for name in ("compile_runner", "stream_chunks"):     # nothing may be compiled or run
+        monkeypatch.setattr(stream, name, lambda *a, **k: pytest.fail("computed before validation"))
     capsys.readouterr()
     assert app.main(cfg, progress=False) == 2
     captured = capsys.readouterr()
@@ -186,6 +197,7 @@ def cli(*args, module="sweep", cwd=ROOT, env=None):
     (["sweep=lhs", "sweep.every=0"], "sweep.every"),
     (["output.path=/proc/x/y.zarr"], "output.path"),
     ([*TABLE, "sweep.table={csv_long}"], "sweep.table"),
+    (["+model.per_side.p2p.main_spring.seat_ofset=0.0189"], "model.per_side.p2p.main_spring.seat_ofset"),
 ])
 def test_command_line_exits_2_with_one_line(args, key, inputs):
     files, out = inputs
@@ -197,6 +209,15 @@ def test_command_line_exits_2_with_one_line(args, key, inputs):
     # the error lands in the Hydra job log too
     log = (out.parent / "hydra" / "axle-sweep.log").read_text()
     assert f"error: {key}" in log
+
+
+@pytest.mark.parametrize("args", [["model.nosuch_key=1"], ["model=nosuch_model"], ["loadcase=nosuch"]])
+def test_hydra_configuration_errors_exit_2_like_the_projects(args, tmp_path):
+    """Hydra rejects these before the app starts (its own message); the exit
+    code is the project's one for a bad configuration, 2, not Hydra's 1."""
+    proc = cli(*args, f"output.path={tmp_path}/out/c.zarr", f"hydra.run.dir={tmp_path}/hydra")
+    assert proc.returncode == 2, proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("value, reason", [("small", "must be a number"), ("nan", "must be a finite number")])

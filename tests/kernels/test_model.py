@@ -61,7 +61,7 @@ def test_builder_errors_name_the_config_field():
         build_tables(cfg)
     cfg = load_model_cfg()
     cfg["stifness"] = 1
-    with pytest.raises(ModelError, match=r"model.stifness: unknown model config key"):
+    with pytest.raises(ModelError, match=r"model.stifness: unknown key \(known: alignment, bushing_types"):
         build_tables(cfg)
     cfg = load_model_cfg()
     cfg["per_side"]["bushings"]["damper_eye"]["type"] = "bogus"

@@ -136,6 +136,13 @@ def recovery_overrides(iterations, path):
     return over
 
 
+# the XLA flags are part of the compilation cache key: the recovery run and the
+# notebook's kernel get the same ones (the job would otherwise set its device
+# count, the kernel none), so that the notebook loads the optimiser step
+# compiled by the recovery run (a 3-minute compilation on 2 cores)
+SHARED_XLA_FLAGS = "--xla_force_host_platform_device_count=1"
+
+
 @pytest.fixture(scope="module")
 def jax_cache(tmp_path_factory):
     """Persistent compilation cache shared by the recovery run and the notebook."""
@@ -147,7 +154,8 @@ def recovery(tmp_path_factory, jax_cache):
     """One run of python -m sweep.tune: synthetic targets from the known
     factors, gradient check at the start, optimisation from the start."""
     path = tmp_path_factory.mktemp("recovery") / "history.zarr"
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=jax_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=jax_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               XLA_FLAGS=SHARED_XLA_FLAGS)
     # cache.dir: python -m sweep.tune sets the cache directory itself (entry.setup: cache.dir, else
     # $AXLE_JAX_CACHE_DIR), so JAX_COMPILATION_CACHE_DIR alone would not reach it
     proc = subprocess.run([sys.executable, "-m", "sweep.tune", *recovery_overrides(60, path),
@@ -295,6 +303,7 @@ def test_tuning_notebook_executes(recovery, jax_cache, tmp_path, monkeypatch):
     nb = nbformat.read(os.path.join(ROOT, "notebooks", "02_tuning.ipynb"), as_version=4)
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax_cache)
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    monkeypatch.setenv("XLA_FLAGS", SHARED_XLA_FLAGS)
     monkeypatch.setenv("AXLE_TUNE_DIR", str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     NotebookClient(nb, timeout=600, kernel_name="python3",
