@@ -38,7 +38,10 @@ def make_design(cfg, params) -> np.ndarray:
         levels = cfg.get("levels", 3)
         levels = [Int().check(levels, "sweep.levels")] * k if np.isscalar(levels) else \
             [Int().check(x, f"sweep.levels[{i}]") for i, x in enumerate(levels)]
-        if len(levels) != k or min(levels) < 1:
+        if len(levels) != k:
+            raise ConfigError(f"sweep.levels = {cfg.get('levels')!r}: {len(levels)} value(s) for {k} parameter(s) "
+                              "(give one value, or one per parameter)")
+        if min(levels) < 1:
             raise ConfigError(f"sweep.levels = {cfg.get('levels')!r} must be >= 1 (one value or one per parameter)")
         axes = [np.linspace(0, 1, n) if n > 1 else np.array([params.params[i].to_unit(params.params[i].nominal)])
                 for i, n in enumerate(levels)]
@@ -68,7 +71,7 @@ def _table(path, params):
     if not path or path == "???":
         raise ConfigError("sweep.table: the table design needs a CSV path (sweep.table=my_design.csv)")
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:     # Excel's "CSV UTF-8" starts with a BOM
             lines = [(i + 1, row) for i, row in enumerate(csv.reader(f)) if any(c.strip() for c in row)]
     except OSError as err:
         raise ConfigError(f"{key}: cannot be read ({err.strerror})") from None

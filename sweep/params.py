@@ -229,9 +229,17 @@ def build_parameters(spec, model) -> ParameterSet:
                                      f"{names[index[0][j]]} direction {DIRECTIONS[index[1][j]]} "
                                      "has a curve (use mode=scale)")
         else:
+            if "directions" in p:       # would be ignored: a P2P / group element acts along one line
+                raise ConfigError(f"{what}.directions = {p['directions']!r}: {kind} elements have no "
+                                  "directions (only bushing targets do); leave the key out")
             if mode == "value":
                 raise ConfigError(f"{what}.mode = value is only for bushing targets")
             index = (np.array(rows),) if column is None else (np.array(rows), np.full(len(rows), column))
+        if mode == "value" and "nominal" not in p:
+            # bounds and nominal are then absolute values (N/m, N s/m): the
+            # default nominal 1.0 would be a factor's, not the model's value
+            raise ConfigError(f"{what}.nominal is missing: mode=value needs the nominal value and bounds in "
+                              f"the target's units (e.g. nominal: 1.0e+6, bounds: [5.0e+5, 2.0e+6] N/m)")
         nominal = Float().check(p.get("nominal", 1.0), f"{what}.nominal")
         bounds = p.get("bounds")
         if bounds is None:

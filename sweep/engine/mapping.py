@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweep.runtime import DEVICES_ENV, cpu_devices_are_default
+from sweep.runtime import DEVICES_ENV, LOG, cpu_devices_are_default
 from sweep.schema import ConfigError
 
 # Largest auto chunk per device. On a CPU the throughput peaks near 256
@@ -93,7 +93,8 @@ def chunking(sw, n_variants, out_bytes, n_dof, max_devices=1):
     """(shard, num_shards, devices, chunk) from the ``sweep`` config: the
     shard settings checked, the devices (:func:`job_devices`; ``max_devices``:
     the most the job kind can map a chunk over, None = all), the chunk from
-    ``sweep.chunk_size`` (rounded up to a multiple of the device count) or,
+    ``sweep.chunk_size`` (at most the variants per shard, rounded up to a
+    multiple of the device count) or,
     when ``auto``, from the memory budget (:func:`estimate_chunk`)."""
     shard, nsh = int(sw.get("shard", 0)), int(sw.get("num_shards", 1))
     if nsh < 1 or not 0 <= shard < nsh:
@@ -108,6 +109,11 @@ def chunking(sw, n_variants, out_bytes, n_dof, max_devices=1):
         C = int(sw["chunk_size"])
         if C < 1:
             raise ConfigError(f"sweep.chunk_size = {C} must be >= 1 or auto")
+        per_shard = max(1, math.ceil(n_variants / nsh))
+        if C > per_shard:       # a larger chunk only pads (a 100,000-variant chunk for 8 variants)
+            LOG.warning(f"warning: sweep.chunk_size = {C} is more than the {per_shard} variant(s) "
+                        f"{'of this shard' if nsh > 1 else 'of the design'}: chunks of {per_shard}")
+            C = per_shard
         n_dev = job_devices(C, max_devices)
         C = int(math.ceil(C / n_dev) * n_dev)
     return shard, nsh, n_dev, C

@@ -281,6 +281,9 @@ class TimeResponse(JobKind):
         if integ.get("name") is not None and integ["name"] not in METHODS:
             raise ConfigError(f"integrator.name = {integ['name']!r} is not one of {', '.join(METHODS)}")
         lc, sw = job.get("loadcase") or {}, job.get("sweep") or {}
+        win = lc.get("nmse_window")
+        if win is not None and not float(win[0]) < float(win[1]):
+            fail("loadcase.nmse_window", list(win), "is reversed or empty (give [start, end] in s, start < end)")
         if "t_end" not in lc:
             return
         t0 = sw["start"] if sw.get("start") is not None else lc.get("t_start", 0.0)

@@ -77,7 +77,10 @@ def test_default_jobs_split_a_chunk_over_the_cpu_devices_only_when_large_enough(
     assert chunks(4096, max_devices=None) == (2, 2 * engine.MAX_AUTO_CHUNK_CPU)
     assert chunks(4096) == (1, engine.MAX_AUTO_CHUNK_CPU)                 # one-device kinds
     assert chunks(12, {"chunk_size": 2}, max_devices=None) == (1, 2)
-    assert chunks(12, {"chunk_size": 2 * m + 1}, max_devices=None) == (2, 2 * m + 2)
+    assert chunks(4 * m, {"chunk_size": 2 * m + 1}, max_devices=None) == (2, 2 * m + 2)
+    # a chunk larger than the variants of the design (or of a shard) only pads: capped
+    assert chunks(8, {"chunk_size": 100000}, max_devices=None) == (1, 8)
+    assert engine.chunking({"chunk_size": 100000, "num_shards": 2, "shard": 1}, 9, out, n_dof)[2:] == (1, 5)
     assert "(default; AXLE_CPU_DEVICES=1 for one)" in engine.devices_note(2, "cpu")
     assert engine.devices_note(1, "cpu").startswith("1 CPU device of 2 (default;")
     monkeypatch.setattr(engine, "cpu_devices_are_default", lambda: False)   # AXLE_CPU_DEVICES / XLA_FLAGS
@@ -184,6 +187,12 @@ def test_grid_and_table_designs(tmp_path):
     csv.write_text("\n".join(rows) + "\n")
     T, _ = _design("sweep=table", f"sweep.table={csv}")
     np.testing.assert_allclose(T, X[[0, 5]])
+    # saved by Excel as "CSV UTF-8": a byte-order mark before the first column's name
+    csv.write_bytes(b"\xef\xbb\xbf" + ("\n".join(rows) + "\n").encode())
+    T, _ = _design("sweep=table", f"sweep.table={csv}")
+    np.testing.assert_allclose(T, X[[0, 5]])
+    with pytest.raises(ModelError, match=rf"sweep.levels = \[2, 2\]: 2 value\(s\) for {len(pset)} parameter"):
+        _design("sweep=grid", "sweep.levels=[2,2]")
     csv.write_text(",".join(pset.names) + "\n" + ",".join(["9.0"] * len(pset)) + "\n")
     with pytest.raises(ModelError, match="outside bounds"):
         _design("sweep=table", f"sweep.table={csv}")
@@ -197,6 +206,11 @@ def test_grid_and_table_designs(tmp_path):
     ("sweep.parameters.spring_rate.target=spring.stiffness", "target = 'spring.stiffness' is not one of"),
     ("sweep.design=halton", "sweep.design = 'halton' is not one of"),
     ("integrator.solver=cholesky", "integrator.solver = 'cholesky' is not one of block, dense"),
+    # semantic checks: values that would be accepted and change the study silently
+    ("+sweep.parameters.spring_rate.directions=x", "sweep.parameters.spring_rate.directions = 'x': spring elements"),
+    ("+sweep.parameters.upper_arm_radial.mode=value",
+     "sweep.parameters.upper_arm_radial.nominal is missing: mode=value needs the nominal value"),
+    ("loadcase.nmse_window=[6.0,4.9]", "loadcase.nmse_window = [6.0, 4.9]: is reversed or empty"),
 ])
 def test_bad_sweep_config_is_one_line_before_compute(override, message, capsys, tmp_path):
     from sweep.app import main
