@@ -18,6 +18,8 @@ travel / force / torque, design-position metrics, compliance matrix).
 """
 from __future__ import annotations
 
+import os
+
 import matplotlib
 import matplotlib.ticker
 import numpy as np
@@ -54,11 +56,43 @@ def _label(ds, v, params):
     return f"v{v}: {vals}" + (" ..." if len(params) > 3 else "")
 
 
+def save_png(fig, path, dpi):
+    """Write a figure to ``path`` atomically (a temporary file beside it,
+    then renamed): a kill mid-write never leaves a truncated picture."""
+    tmp = f"{path}.tmp-{os.getpid()}.png"
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def png_intact(path) -> bool:
+    """Whether ``path`` is a whole PNG file (signature first, IEND chunk last)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            f.seek(-12, os.SEEK_END)
+            tail = f.read(12)
+    except OSError:
+        return False
+    return head == b"\x89PNG\r\n\x1a\n" and tail[4:8] == b"IEND"
+
+
+def needs_drawing(ds, summary, path) -> bool:
+    """A job's picture is drawn when its cube is complete and either this run
+    computed something or the picture is missing or damaged (a kill after
+    the last chunk, before or while the picture was written)."""
+    complete = bool(np.all(ds.chunk_done.values))
+    return complete and (bool(summary.get("variants_run")) or not png_intact(path))
+
+
 def overview(ds, path, n_samples=5, before=0.05, after=0.5):
     """Write the overview PNG of a time-response cube and return its path
     (the figure: :func:`overview_figure`)."""
-    overview_figure(ds, n_samples=n_samples, before=before, after=after).savefig(path, dpi=90)
-    return path
+    return save_png(overview_figure(ds, n_samples=n_samples, before=before, after=after), path, dpi=90)
 
 
 def overview_figure(ds, n_samples=5, before=0.05, after=0.5):
@@ -668,5 +702,4 @@ def kc_sheet(ds, path, max_variants=12):
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=7.5, frameon=False,
                title=f"{sense}; vehicle frame x forward, y left, z up; toe + = toe-in, camber + = top out "
                      "(DIN 70000); curves from the design position", title_fontsize=7.5)
-    fig.savefig(path, dpi=150)
-    return path
+    return save_png(fig, path, dpi=150)

@@ -51,6 +51,7 @@ import numpy as np
 import zarr
 
 from kernels.model import ModelError
+from sweep.status import NOT_RUN
 
 try:  # POSIX only; without it the lock file is read and written unguarded
     import fcntl
@@ -137,6 +138,15 @@ class CubeStore:
         self.group["chunk_done"][k] = 1
 
     def mark_undone(self, k):
+        """Chunk k is to be recomputed: its variants' status set to not run
+        first, then its flag cleared - a kill in between leaves a flagged chunk
+        whose status no longer matches its checksum (found and recomputed
+        again), never ``status = 0`` rows holding damaged values."""
+        a, b = self.region(k)
+        try:
+            self.group["status"][a:b] = np.full(b - a, NOT_RUN, self.group["status"].dtype)
+        except Exception as err:  # noqa: BLE001 - the flag below is what matters; say why
+            log.warning("%s: chunk %d: status could not be reset to not run (%s)", self.path, k, _short(err))
         self.group["chunk_done"][k] = 0
 
     def check_chunk(self, k):
@@ -318,6 +328,8 @@ def create_store(path, spec, attrs, identity, chunk=None):
 
 
 def _existing(path, identity):
+    for repair in heal_metadata(path):
+        log.warning("%s: %s", path, repair)
     try:
         store = CubeStore(path)
         old = store.attrs.get("job_identity")
@@ -336,6 +348,111 @@ def remove(path):
         shutil.rmtree(path)
 
 
+# --------------------------------------------------------------------------- metadata
+ZMETADATA = ".zmetadata"
+META_FILES = (".zarray", ".zattrs", ".zgroup")
+
+
+def _read_json(path):
+    """(parsed JSON or None, problem or None) of a metadata file."""
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except FileNotFoundError:
+        return None, "is missing"
+    except (OSError, ValueError) as err:
+        return None, f"cannot be read ({_short(err)})"
+
+
+def _consolidated(path):
+    meta, problem = _read_json(os.path.join(path, ZMETADATA))
+    if problem is None and not (isinstance(meta, dict) and isinstance(meta.get("metadata"), dict)):
+        meta, problem = None, "is not consolidated zarr metadata"
+    return (meta["metadata"] if meta else None), problem
+
+
+def metadata_problems(path):
+    """The store's metadata checked without reading data: the consolidated
+    copy (``.zmetadata``, what xarray reads) and every per-array file
+    (``.zarray`` / ``.zattrs`` / ``.zgroup``) must be readable and agree
+    (both are written once, together, when the store is created), and
+    every per-variant array must have the shape and compute chunks that
+    ``_integrity`` records. One line per problem (empty: intact)."""
+    cons, problem = _consolidated(path)
+    if problem:
+        return [f"{ZMETADATA} {problem}"]
+    problems = []
+    for key, want in sorted(cons.items()):
+        if not key.endswith(META_FILES):
+            continue
+        own, problem = _read_json(os.path.join(path, key))
+        if problem:
+            problems.append(f"{key} {problem}")
+        elif own != want:
+            diff = sorted(k for k in set(own) | set(want) if own.get(k) != want.get(k)) \
+                if isinstance(own, dict) and isinstance(want, dict) else []
+            problems.append(f"{key} differs from the consolidated metadata" +
+                            (f" ({', '.join(diff)})" if diff else ""))
+    integ = cons.get(f"{INTEGRITY}/digest/.zattrs") or {}
+    if "n_variants" in integ:
+        n, chunk = int(integ["n_variants"]), int(integ["chunk"])
+        for name in integ.get("arrays", []):
+            z = cons.get(f"{name}/.zarray")
+            if z is None:
+                problems.append(f"{name}: no metadata")
+            elif z["shape"][0] != n or z["chunks"][0] != chunk:
+                problems.append(f"{name}: shape {z['shape']} / chunks {z['chunks']} do not match the store's "
+                                f"{n} variants in chunks of {chunk}")
+    return problems
+
+
+def heal_metadata(path):
+    """Repair the metadata of an existing store where one copy is intact (no
+    data is touched, nothing recomputed) and return what was done:
+
+    * damaged or missing consolidated metadata, every per-array file
+      readable: ``.zmetadata`` rebuilt from them (``zarr.consolidate_metadata``);
+    * a per-array file missing, unreadable or different from the
+      consolidated copy: rewritten from the consolidated copy.
+
+    What cannot be repaired is left for the caller's open to report."""
+    if not os.path.isdir(path):
+        return []
+    cons, problem = _consolidated(path)
+    done = []
+    if problem:
+        own = {}
+        for root, _dirs, files in os.walk(path):
+            for f in files:
+                if f in META_FILES:
+                    meta, bad = _read_json(os.path.join(root, f))
+                    if bad:
+                        return []               # neither copy is whole: nothing to rebuild from
+                    own[os.path.relpath(os.path.join(root, f), path)] = meta
+        if ".zgroup" not in own:
+            return []
+        try:
+            zarr.consolidate_metadata(path, zarr_format=2)
+        except Exception:  # noqa: BLE001 - not rebuildable; the open reports it
+            return []
+        return [f"the consolidated metadata ({ZMETADATA}) {problem}: rebuilt from the per-array "
+                "metadata (no data touched)"]
+    for key, want in sorted(cons.items()):
+        if not key.endswith(META_FILES):
+            continue
+        f = os.path.join(path, key)
+        own, bad = _read_json(f)
+        if bad or own != want:
+            tmp = f"{f}.heal-{os.getpid()}"
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with open(tmp, "w") as fh:
+                json.dump(want, fh, indent=2, sort_keys=False)
+            os.replace(tmp, f)
+            done.append(f"{key} {bad or 'differed from the consolidated metadata'}: rewritten from "
+                        "the consolidated metadata (no data touched)")
+    return done
+
+
 # --------------------------------------------------------------------------- verification
 
 def verify_store(path, chunks=None):
@@ -344,13 +461,17 @@ def verify_store(path, chunks=None):
     Returns (problems, summary): one line per problem (chunk and variable),
     and a dict with ``n_chunks``, ``done``, ``checked``, ``damaged`` (list of
     chunk indices). ``chunks``: restrict to these chunk indices."""
+    meta = metadata_problems(path) if os.path.isdir(path) else []
+    healable = ("; a rerun of the job repairs it from the intact copy (no recompute)"
+                if meta and _healable(path) else "")
+    meta = [f"metadata: {p}{healable}" for p in meta]
     try:
         store = CubeStore(path, mode="r")
         flags = store.done()
     except Exception as err:  # noqa: BLE001
-        return [f"not a readable result cube ({_short(err)})"], \
+        return meta + [f"not a readable result cube ({_short(err)})"], \
             {"n_chunks": 0, "done": 0, "checked": 0, "damaged": []}
-    problems, damaged = [], []
+    problems, damaged = list(meta), []
     ks = [k for k in (range(len(flags)) if chunks is None else chunks) if flags[k]]
     for k in ks:
         found = store.check_chunk(k)
@@ -365,6 +486,24 @@ def verify_store(path, chunks=None):
         problems_note = ""
     return problems, {"n_chunks": len(flags), "done": int(flags.sum()), "checked": len(ks),
                       "damaged": damaged, "note": problems_note}
+
+
+def _healable(path):
+    """Whether :func:`heal_metadata` would repair the store (checked on a
+    copy of its metadata files, the store untouched)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = os.path.join(tmp, "copy.zarr")
+        for root, _dirs, files in os.walk(path):
+            for f in files:
+                if f in META_FILES or f == ZMETADATA:
+                    dst = os.path.join(copy, os.path.relpath(os.path.join(root, f), path))
+                    os.makedirs(os.path.dirname(dst), exist_ok=True)
+                    shutil.copyfile(os.path.join(root, f), dst)
+        if not os.path.isdir(copy):
+            return False
+        heal_metadata(copy)
+        return not metadata_problems(copy)
 
 
 # --------------------------------------------------------------------------- lock

@@ -431,10 +431,12 @@ def report(ds, cfg, s):
     _nmse_beside(ds, cfg, s["path"])
     path = s["path"]
     cube_schema.warn(ds, KIND.channels)
-    if s["variants_run"] and bool(np.all(ds.chunk_done.values)):
+    from sweep.plots import needs_drawing
+    png = path.rstrip("/")[:-5] + ".png"
+    if needs_drawing(ds, s, png):
         try:
             from sweep.plots import overview
-            png = overview(ds, path.rstrip("/")[:-5] + ".png")
+            overview(ds, png)
             log.info(f"overview plot: {os.path.abspath(png)}")
         except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
             log.warning(f"warning: overview plot failed: {err}")

@@ -2,6 +2,8 @@
 synthetic cubes: one variant gets a time-history figure (wheel-centre x and z,
 toe, camber, reference-bushing force), a sweep the sweep figure (responses
 of a few variants, peak distribution, parameter influence)."""
+import os
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -115,3 +117,33 @@ def test_sweep_keeps_the_sweep_figure(tmp_path):
     assert "most influential parameter" in joined
     assert "spearman rank correlation" in joined
     assert "3 of 3 variants ok" in joined
+
+
+def test_picture_is_written_atomically_and_redrawn_when_missing_or_damaged(tmp_path, monkeypatch):
+    """A rerun with nothing left to compute redraws the picture only when it
+    is missing or not a whole PNG (a kill after the last chunk, or while
+    the picture was written); the write itself goes through a temporary
+    file, so a failing write leaves the old picture and no stray file."""
+    from sweep import plots
+    ds = cube(1).assign_coords(chunk_done=("chunk", np.ones(1, np.int8)))
+    png = tmp_path / "c.png"
+    nothing_run, ran = {"variants_run": 0}, {"variants_run": 1}
+    assert plots.needs_drawing(ds, nothing_run, str(png))            # missing
+    overview(ds, str(png))
+    assert plots.png_intact(str(png)) and os.listdir(tmp_path) == ["c.png"]
+    assert not plots.needs_drawing(ds, nothing_run, str(png))        # whole: left alone
+    assert plots.needs_drawing(ds, ran, str(png))                    # new results: redrawn
+    whole = png.read_bytes()
+    png.write_bytes(whole[:72])                                       # cut mid-write
+    assert not plots.png_intact(str(png)) and plots.needs_drawing(ds, nothing_run, str(png))
+    incomplete = ds.drop_vars("chunk_done").assign_coords(chunk_done=("chunk", np.array([1, 0], np.int8)))
+    assert not plots.needs_drawing(incomplete, ran, str(png))        # an unfinished cube: not yet
+    png.write_bytes(whole)
+
+    def fail(self, path, **kw):
+        open(path, "wb").write(b"\x89PNG partial")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(plots.Figure, "savefig", fail)
+    with pytest.raises(OSError):
+        overview(ds, str(png))
+    assert png.read_bytes() == whole and os.listdir(tmp_path) == ["c.png"]
