@@ -164,7 +164,7 @@ TIERS = {
                     "test_rerun_same_config_keeps_cube_and_other_config_is_refused": "e2e",
                     "test_reference_beside_gives_nmse_summary": "e2e"},
     "test_channels.py": {"test_a_channel_added_to_the_table_is_in_the_cube_with_its_units": "e2e"},
-    "test_faults.py": {"test_damaged_chunks_*": "e2e", "test_cube_layout_units_and_chunking": "e2e",
+    "test_faults.py": {"test_damaged_chunks_*": "e2e", "test_damaged_metadata_*": "e2e", "test_cube_layout_units_and_chunking": "e2e",
                        "test_sig*": "e2e", "test_second_process_on_the_same_store_is_refused": "e2e",
                        "test_write_error_*": "e2e"},
     "test_inputs.py": {"test_failing_multirun_job_does_not_stop_its_siblings": "e2e",

@@ -131,6 +131,42 @@ def test_damaged_chunks_are_found_reported_and_recomputed(reference, ref, tmp_pa
     assert bad.returncode == 1 and len(lines(bad.stdout)) >= 1
 
 
+def test_damaged_metadata_is_repaired_by_the_rerun_without_recompute(reference, ref, tmp_path, env):
+    """The metadata is kept twice (consolidated and per array); a garbled
+    copy is found by verify (which says a rerun repairs it) and rewritten
+    from the other by the rerun - nothing recomputed, nothing lost; the
+    overview picture missing beside a complete store is drawn again."""
+    import json
+    from sweep.plots import png_intact
+    path = tmp_path / "meta.zarr"
+    shutil.copytree(reference, path)
+    (path / ".zmetadata").write_text('{"metadata": {".zgroup": {"zarr_fo')     # cut mid-write
+    bad = verify(path)
+    assert bad.returncode == 1 and "a rerun of the job repairs it from the intact copy" in bad.stdout, bad.stdout
+    proc = run(path, env)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-3000:]
+    assert "rebuilt from the per-array metadata" in text and "nothing to run" in text, text
+    assert_same(xr.load_dataset(path, engine="zarr"), ref)
+    assert verify(path).returncode == 0
+    png = tmp_path / "meta.png"
+    assert png_intact(str(png)), "the rerun draws the missing overview picture"
+    # a per-array file that claims another shape
+    f = path / "toe" / ".zarray"
+    meta = json.loads(f.read_text())
+    meta["shape"][0] = 99
+    f.write_text(json.dumps(meta))
+    bad = verify(path)
+    assert bad.returncode == 1 and "toe/.zarray differs from the consolidated metadata (shape)" in bad.stdout
+    png.write_bytes(png.read_bytes()[:72])                                       # a truncated picture
+    proc = run(path, env)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "toe/.zarray" in text and "rewritten from the consolidated" in text, text
+    assert "nothing to run" in text
+    assert_same(xr.load_dataset(path, engine="zarr"), ref)
+    assert verify(path).returncode == 0 and png_intact(str(png))
+
+
 def test_cube_layout_units_and_chunking(reference):
     """Units parse per component, value-mode parameters have real units,
     chunk_done is a coordinate (not broadcast by ds.where), one bushing is one
