@@ -108,7 +108,7 @@ def hydra_app(main, config_name="config"):
         return code
 
     def run():
-        precheck_model_file(sys.argv[1:])
+        precheck_config_files(sys.argv[1:], config_name)
         entered.append(False)
         try:
             task()
@@ -126,22 +126,27 @@ def hydra_app(main, config_name="config"):
     return run
 
 
-def precheck_model_file(argv):
-    """A model file chosen on the command line (``model=NAME`` of the
-    project's configs, or ``model=/path/to/file.yaml``-style names Hydra
-    finds through ``hydra.searchpath`` are left to Hydra) read strictly
-    before Hydra composes it: a duplicate key or a YAML syntax error is one
-    line with file:line:column and exit code 2, instead of Hydra's traceback."""
+def precheck_config_files(argv, config_name="config"):
+    """The config files a command line chooses from the project's configs
+    (the primary ``config_name``.yaml and every ``group=NAME`` whose file
+    exists, e.g. ``model=``, ``loadcase=``) read strictly before Hydra
+    composes them: a duplicate key or a YAML syntax error is one line with
+    file:line:column and exit code 2, instead of Hydra's traceback (which
+    also silently keeps the last of two equal keys). A chosen model file is
+    checked for unknown keys, too. Files found through ``hydra.searchpath``
+    are left to Hydra (its message, exit code 2)."""
     from kernels.model import ModelError
-    from sweep.model_builder import load_model_file
-    names = [a.split("=", 1)[1] for a in argv if a.startswith("model=")]
-    if not names or any(a.startswith("hydra.searchpath") for a in argv):
-        return
-    for name in names[-1].split(","):            # a multirun's list of models
-        path = os.path.join(CONFIG_DIR, "model", f"{name}.yaml")
+    from sweep.model_builder import load_model_file, load_yaml_strict
+    files = [("", os.path.join(CONFIG_DIR, f"{config_name}.yaml"))]
+    for a in argv:
+        group, sep, names = a.partition("=")
+        if not sep or group.startswith(("+", "~", "hydra")) or "." in group:
+            continue
+        files += [(group, os.path.join(CONFIG_DIR, group, f"{n}.yaml")) for n in names.split(",")]
+    for group, path in files:
         if os.path.isfile(path):
             try:
-                load_model_file(path)
+                (load_model_file if group == "model" else load_yaml_strict)(path)
             except ModelError as err:
                 LOG.error("error: " + " ".join(str(err).split()))
                 sys.exit(2)

@@ -345,21 +345,27 @@ class _StrictLoader:
         return Loader
 
 
-def load_model_file(path) -> dict:
-    """A model YAML file as a plain dict, strictly: a duplicate key, a syntax
-    error, a file that is empty or not a mapping are one :class:`ModelError`
-    naming ``file:line:column``; unknown keys are checked with the line."""
+def load_yaml_strict(path):
+    """A YAML file's content, strictly: a duplicate key or a syntax error is
+    one :class:`ModelError` naming ``file:line:column``."""
     import yaml
     try:
         with open(path) as fh:
-            cfg = yaml.load(fh, Loader=_StrictLoader.make())
+            return yaml.load(fh, Loader=_StrictLoader.make())
     except OSError as err:
-        raise ModelError(f"model file {path}: cannot be read ({err.strerror})") from None
+        raise ModelError(f"{path}: cannot be read ({err.strerror})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ModelError(f"{where}: {problem}") from None
+
+
+def load_model_file(path) -> dict:
+    """A model YAML file as a plain dict, strictly: a duplicate key, a syntax
+    error, a file that is empty or not a mapping are one :class:`ModelError`
+    naming ``file:line:column``; unknown keys are checked with the line."""
+    cfg = load_yaml_strict(path)
     if not isinstance(cfg, dict) or not cfg:
         raise ModelError(f"model file {path}: {'is empty' if not cfg else 'is not a mapping of model keys'}")
     check_keys(cfg, path)

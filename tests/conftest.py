@@ -180,6 +180,7 @@ TIERS = {
                           "test_modes_notebook_*": "notebook"},
     "test_sweep.py": {"test_failing_variant_is_isolated_*": "e2e", "test_public_schema_check_passes": "e2e",
                       "test_sigkill_then_rerun_*": "e2e", "test_joblib_multirun_*": "e2e",
+                      "test_submitit_local_*": "e2e",
                       "test_two_devices_shard_*": "e2e", "test_notebook_executes_*": "notebook"},
     "test_tracecache.py": {"test_rerun_loads_the_traced_runner_*": "e2e"},
     "test_tune.py": {"test_objective_gradients_match_central_differences": "e2e",

@@ -145,9 +145,28 @@ def test_align_and_the_sweep_command_line_read_the_model_file_strictly(text, mes
     # python -m sweep model=broken_axle: the file is read before Hydra composes it
     monkeypatch.setattr(entry, "CONFIG_DIR", str(tmp_path))
     with pytest.raises(SystemExit) as stop:
-        entry.precheck_model_file(["model=broken_axle", "sweep=lhs"])
+        entry.precheck_config_files(["model=broken_axle", "sweep=lhs"])
     assert stop.value.code == 2
     assert [r.getMessage() for r in caplog.records] == [f"error: {f}:2:1: " + err.split(":2:1: ")[1]]
-    entry.precheck_model_file(["model=double_wishbone"])     # not in tmp_path: left to Hydra
+    entry.precheck_config_files(["model=double_wishbone"])     # not in tmp_path: left to Hydra
+    # any config group, and the primary config
+    (tmp_path / "loadcase").mkdir()
+    (tmp_path / "loadcase" / "twice.yaml").write_text(text)
+    with pytest.raises(SystemExit):
+        entry.precheck_config_files(["loadcase=twice"])
+    (tmp_path / "config.yaml").write_text(text)
+    with pytest.raises(SystemExit):
+        entry.precheck_config_files([])
     monkeypatch.setattr(entry, "CONFIG_DIR", os.path.join(ROOT, "configs"))
-    entry.precheck_model_file(["model=double_wishbone,multilink"])   # good files: nothing to say
+    # the shipped files: nothing to say
+    entry.precheck_config_files(["model=double_wishbone,multilink,toy_trailing_arm", "loadcase=kc_wheel_travel",
+                                 "sweep=lhs", "integrator=lsrt2"])
+    entry.precheck_config_files([], "tune")
+
+
+def test_every_shipped_config_file_reads_strictly():
+    import glob
+    files = glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True)
+    assert len(files) > 15
+    for f in files:
+        mb.load_yaml_strict(f)

@@ -1,4 +1,5 @@
 """The sweep engine: designs, parameters, failure isolation, resume, shards, devices."""
+import glob
 import os
 import signal
 import subprocess
@@ -354,6 +355,24 @@ def test_joblib_multirun_two_shards_equal_single_run(tmp_path, ref12):
     # same chunking -> same values; bitwise identity does not survive the
     # joblib workers' different XLA thread setup (round-off ~1e-16 abs)
     _assert_same_cube(ds, ref12, exact=False)
+
+
+def test_submitit_local_multirun_two_shards_equal_single_run(tmp_path, ref12):
+    """The cluster path: hydra/launcher=submitit_local (the local twin of
+    submitit_slurm: each shard a submitit job in its own process) fills one
+    store with two shards, like one process."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    path = tmp_path / "submitit.zarr"
+    cmd = _job(path, "sweep.num_shards=2", "sweep.shard=0,1", "hydra/launcher=submitit_local",
+               "hydra.launcher.timeout_min=30", f"hydra.sweep.dir={tmp_path}/multirun")
+    cmd.insert(3, "--multirun")
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ds = xr.open_zarr(path)
+    assert np.all(ds.chunk_done.values == 1)
+    _assert_same_cube(ds, ref12, exact=False)
+    logs = glob.glob(f"{tmp_path}/multirun/.submitit/*/*_log.out")
+    assert len(logs) == 2, logs                      # two submitit jobs, one per shard
 
 
 def test_two_devices_shard_a_chunk_like_one_device(tmp_path, ref12):
