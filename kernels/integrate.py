@@ -62,8 +62,15 @@ class System(NamedTuple):
     (:class:`kernels.linsolve.Solver`: factorisation of eq. 11 and the
     Jacobian products), ``switch_times`` (times at which u or du/dt is not
     smooth, ascending floats: a variable-step method such as
-    :class:`kernels.radau.Radau` splits its integration there; the
-    fixed-step loop does not read them)."""
+    :class:`kernels.radau.Radau` splits its integration there).
+
+    Time events of the fixed-step loop (:func:`simulate`; the model's
+    system binds :mod:`kernels.loads`): ``u_one_sided(t, t_ref)`` is the
+    input at t of the analytic piece that holds at t_ref, ``du_one_sided(t_ref)``
+    its rate, ``events()`` the array of the times at which the input
+    switches (a function, so that a System stays hashable: a static
+    argument of ``jax.jit``; jittable). Without them (None: a smooth input, e.g. the analytic test
+    problems) the loop reads ``u(t)`` and ``du(t)``."""
     linearise: Callable
     q: Callable
     rates: Callable
@@ -71,6 +78,9 @@ class System(NamedTuple):
     du: Callable
     solver: linsolve.Solver = linsolve.DENSE
     switch_times: tuple = ()
+    u_one_sided: Optional[Callable] = None
+    du_one_sided: Optional[Callable] = None
+    events: Optional[Callable] = None
 
 
 class Trajectory(NamedTuple):
@@ -212,16 +222,28 @@ def _combine(coefs, vecs):
     return out
 
 
+def input_of_step(system: System, t, h):
+    """(u(tau), du) of the step [t, t + h]: the one-sided input of the piece
+    that holds inside the step (reference time t + h / 2; no event cuts the
+    step, :func:`simulate` splits it first), or ``u(tau)`` and ``du(t)`` of
+    a system without time events."""
+    if system.u_one_sided is None:
+        return system.u, system.du(t)
+    ref = t + 0.5 * h
+    return (lambda tau: system.u_one_sided(tau, ref)), system.du_one_sided(ref)
+
+
 def step(method: RosenbrockTableau, system: System, lin, fac, q1, r, v, t, h):
     """One step k -> k+1 (eqs. 6-9 with ``method``'s coefficients).
 
     ``fac`` = ``system.solver.factor(lin, h * method.gamma)``, ``q1 = q(r, v,
-    u(t))``. Returns (r+, v+, err) with err = (err_r, err_v) the embedded
-    error estimate (None without ``b_hat``)."""
+    u(t))`` (u of this step: :func:`input_of_step`). Returns (r+, v+, err)
+    with err = (err_r, err_v) the embedded error estimate (None without
+    ``b_hat``)."""
     S = system.solver
     K = lin.K
     hg = h * method.gamma
-    du = system.du(t)
+    u_fn, du = input_of_step(system, t, h)
     drs, dvs = [], []
     for i in range(method.stages):
         a_i, g_i = method.a[i][:i], method.g[i][:i]
@@ -231,7 +253,7 @@ def step(method: RosenbrockTableau, system: System, lin, fac, q1, r, v, t, h):
             sr, sv = _combine(a_i, drs), _combine(a_i, dvs)
             r_i = r if sr is None else r + h * sr                           # (9a)
             v_i = v if sv is None else v + h * sv                           # (9b)
-            q_i = system.q(r_i, v_i, system.u(t + method.c[i] * h))         # (9c)
+            q_i = system.q(r_i, v_i, u_fn(t + method.c[i] * h))             # (9c)
         rate = system.rates(r_i, v_i)                                       # K(r~) v~
         gdr, gdv = _combine(g_i, drs), _combine(g_i, dvs)
         Kgdv = None if gdv is None else _kmul(K, gdv)
@@ -257,6 +279,24 @@ def step(method: RosenbrockTableau, system: System, lin, fac, q1, r, v, t, h):
     return r_new, v_new, err
 
 
+def events_inside_steps(events, t0, h, n_steps) -> bool:
+    """Whether an event lies strictly inside one of the steps [t0 + k h,
+    t0 + (k + 1) h], k < n_steps (then :func:`simulate` must be able to split
+    a step). Decided on the host when the events, t0 and h are concrete (a
+    load case closed over by the traced function: the usual sweep); True
+    when any is traced (decided per step at run time)."""
+    from kernels.loads import STEP_TOL
+    if any(isinstance(x, jax.core.Tracer) for x in (events, t0, h)):
+        return True
+    ev = np.asarray(events, float)
+    if ev.size == 0:
+        return False
+    t0, h = float(t0), float(h)
+    k = np.floor((ev - t0) / h)
+    inside = (ev > t0 + k * h + STEP_TOL) & (ev < t0 + (k + 1) * h - STEP_TOL) & (k >= 0) & (k < n_steps)
+    return bool(inside.any())
+
+
 def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples, every=1,
              relinearise_every=1, output_fn=None, error_norm=None, checkpoint_block=None):
     """Integrate from (r0, v0) at t0 with the fixed step h and sample every
@@ -271,29 +311,74 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
     samples, each under ``jax.checkpoint``, so that reverse mode stores
     only the block boundaries (n_samples - 1 must be a multiple of B).
     n_samples, every, relinearise_every and checkpoint_block are static.
+
+    Time events (``system.events``): every step reads the one-sided input
+    of its interval (:func:`input_of_step`), so an event on the step grid
+    is exact; a step with events strictly inside (more than
+    :data:`kernels.loads.STEP_TOL` from its ends) is split at them into
+    sub-steps of the same method, each linearised and factorised at its
+    start (``lax.cond``: the other steps do not pay for it as long as the
+    events are the same for every variant of a batch); the output grid and
+    the carried linearisation stay those of the fixed step. Where the
+    events, t0 and h are concrete and every event is on the step grid (the
+    usual load case), no split is traced at all.
     """
     output_fn = output_fn or (lambda r, v, t: {"r": r, "v": v})
     N = int(relinearise_every)
     track = error_norm is not None and method.b_hat is not None
     hg = h * method.gamma
+    events = system.events() if system.u_one_sided is not None and system.events is not None else None
+    if events is not None and not events_inside_steps(events, t0, h, (n_samples - 1) * every):
+        events = None                 # every event on the step grid: no step to split, no cond traced
 
-    def relin(r, v, t):
-        lin = system.linearise(r, v, system.u(t))
-        return lin, system.solver.factor(lin, hg), lin.q
+    def relin(r, v, t, h_step=h):
+        u_fn, _ = input_of_step(system, t, h_step)
+        lin = system.linearise(r, v, u_fn(t))
+        return lin, system.solver.factor(lin, h_step * method.gamma), lin.q
 
-    def one_step(carry, k):
-        r, v, lin, fac, emax = carry
-        t = t0 + k * h
+    def whole_step(carry, t):
+        r, v, lin, fac, emax, k = carry
         if N == 1:
             lin, fac, q1 = relin(r, v, t)
         else:
             lin, fac, q1 = jax.lax.cond(
                 k % N == 0, lambda: relin(r, v, t),
-                lambda: (lin, fac, system.q(r, v, system.u(t))))
+                lambda: (lin, fac, system.q(r, v, input_of_step(system, t, h)[0](t))))
         r_new, v_new, err = step(method, system, lin, fac, q1, r, v, t, h)
         if track:
             emax = jnp.maximum(emax, error_norm(err[0], err[1], r_new, v_new))
-        return (r_new, v_new, lin, fac, emax), None
+        return r_new, v_new, lin, fac, emax, k
+
+    def split_step(carry, t):
+        """The step cut at the events inside it: sub-steps between the sorted
+        cut points (events outside the step clip to its ends and give
+        sub-steps of zero length, which leave the state as it is)."""
+        r, v, lin, fac, emax, k = carry
+        cuts = jnp.concatenate([t[None], jnp.sort(jnp.clip(events, t, t + h)), (t + h)[None]])
+
+        def sub(state, ends):
+            r, v, emax = state
+            a, b = ends
+            hs = b - a
+            lin_s, fac_s, q1 = relin(r, v, a, hs)
+            r_new, v_new, err = step(method, system, lin_s, fac_s, q1, r, v, a, hs)
+            moved = hs > 0
+            if track:
+                emax = jnp.where(moved, jnp.maximum(emax, error_norm(err[0], err[1], r_new, v_new)), emax)
+            return (jnp.where(moved, r_new, r), jnp.where(moved, v_new, v), emax), None
+        (r, v, emax), _ = jax.lax.scan(sub, (r, v, emax), (cuts[:-1], cuts[1:]))
+        return r, v, lin, fac, emax, k
+
+    def one_step(carry, k):
+        t = t0 + k * h
+        carry = (*carry, k)
+        if events is None:
+            out = whole_step(carry, t)
+        else:
+            from kernels.loads import STEP_TOL
+            inside = jnp.any((events > t + STEP_TOL) & (events < t + h - STEP_TOL))
+            out = jax.lax.cond(inside, split_step, whole_step, carry, t)
+        return out[:5], None
 
     def sample_block(carry, i):
         ks = i * every + jnp.arange(every)

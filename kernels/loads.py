@@ -3,8 +3,20 @@
 ``u`` has shape (2, 6): rows left/right wheel centre, columns
 (Fx, Fy, Fz, Mx, My, Mz) in the vehicle frame [N, N m]. A load case is a
 base value plus a sum of ramps; a ramp of zero duration is a step that
-switches at its time (inclusive: ``u(t_j)`` already has the new value, so a
-step at a step boundary of the integrator is exact, method.md section 2).
+switches at its time (:func:`u_at` is inclusive: ``u(t_j)`` already has the
+new value - the static equilibrium at a start time and the Radau reference,
+which restarts at every switch, read it so).
+
+A switch (a step, a ramp's start or end) is a *time event* of the
+fixed-step integration: within a step [t_n, t_n + h] every stage sees the
+input of the one analytic piece that holds on the open interval - the
+one-sided input (:func:`u_one_sided`, :func:`du_one_sided`; the piece is
+picked by a reference time inside the step) - so a switch on the step grid
+is exact for every method, also for stages at c_i = 1, whose inclusive
+value would already be the next piece's (an O(h) error committed once,
+which makes every method first order on a load step). A switch strictly
+inside a step splits it there (:func:`event_times`;
+:func:`kernels.integrate.simulate`).
 """
 from typing import NamedTuple
 
@@ -53,3 +65,33 @@ def switch_times(exc: Excitation):
     t = np.asarray(exc.times)
     d = np.asarray(exc.durations)
     return np.unique(np.concatenate([t, (t + d)[d > 0]]))
+
+
+def u_one_sided(exc: Excitation, t, t_ref):
+    """u(t) of the analytic piece of the load case that holds at ``t_ref``:
+    steps at t_j <= t_ref are on, the others off, whatever t is; a ramp
+    running at t_ref is its straight line (not clipped), one not started
+    is 0, one ended is its full amplitude. With t_ref strictly inside a
+    step [t_n, t_n + h] that no switch cuts, this is the input of that
+    step at any stage time, t_n + h included (the left limit there)."""
+    safe = jnp.where(exc.durations > 0, exc.durations, 1.0)
+    on = (t_ref >= exc.times).astype(exc.base.dtype)
+    ended = t_ref >= exc.times + exc.durations
+    ramp = jnp.where(ended, 1.0, on * (t - exc.times) / safe)
+    w = jnp.where(exc.durations > 0, ramp, on)
+    return exc.base + jnp.einsum("s,sij->ij", w, exc.amplitudes)
+
+
+def du_one_sided(exc: Excitation, t_ref):
+    """du/dt of the piece that holds at ``t_ref``: amplitude / duration of
+    the ramps running there, zero for steps (their jump is the event)."""
+    running = (exc.durations > 0) & (t_ref >= exc.times) & (t_ref < exc.times + exc.durations)
+    rate = jnp.where(running, 1.0 / jnp.where(exc.durations > 0, exc.durations, 1.0), 0.0)
+    return jnp.einsum("s,sij->ij", rate.astype(exc.base.dtype), exc.amplitudes)
+
+
+def event_times(exc: Excitation):
+    """The times at which u or du/dt switches, (2 ns,) - every ramp's start
+    and end, a step's time twice (jittable: a traced excitation keeps its
+    shape)."""
+    return jnp.concatenate([exc.times, exc.times + exc.durations])

@@ -12,7 +12,7 @@ from kernels.rotations import coordinate_rates
 SOLVERS = ("block", "dense", "block32")
 
 
-def model_system(model, exc, solver="block") -> System:
+def model_system(model, exc, solver="block", split_steps=True) -> System:
     """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.integrate`.
 
     ``solver``: how eq. (11) is factorised, one of ``SOLVERS`` (block LU in
@@ -23,7 +23,12 @@ def model_system(model, exc, solver="block") -> System:
     block-sparse linearisation. ``switch_times`` are the excitation's
     (:func:`kernels.loads.switch_times`) when it is concrete, empty when
     ``exc`` is traced (under ``jit``, where only the fixed-step methods run,
-    which do not read them)."""
+    which do not read them). The fixed-step methods read the input one-sided
+    per step and split a step at an event inside it (``u_one_sided``,
+    ``du_one_sided``, ``events``: :mod:`kernels.loads`). ``split_steps=False``
+    leaves the events out: for a caller that knows that every event is on
+    the step grid (:func:`kernels.integrate.events_inside_steps`) although
+    the excitation is traced, so that no step split is traced."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
@@ -33,6 +38,9 @@ def model_system(model, exc, solver="block") -> System:
         rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6)).reshape(-1),
         u=lambda t: loads.u_at(exc, t).reshape(-1),
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
+        u_one_sided=lambda t, t_ref: loads.u_one_sided(exc, t, t_ref).reshape(-1),
+        du_one_sided=lambda t_ref: loads.du_one_sided(exc, t_ref).reshape(-1),
+        events=(lambda: loads.event_times(exc)) if split_steps else None,
         solver=linsolve.model_solver(model.topology, solver),
         switch_times=_switch_times(exc),
     )

@@ -217,7 +217,13 @@ TIERS = {
     "test_methods.py": {"test_order_on_*": "validation", "test_error_estimate_*": "validation",
                         "test_stiff_problem_is_stable_for_every_method": "validation",
                         "test_generic_step_equals_lsrt2_written_out": "validation",
-                        "test_simulate_through_the_interface_is_the_time_loop_bitwise": "validation"},
+                        "test_simulate_through_the_interface_is_the_time_loop_bitwise": "validation",
+                        # the time-event orders: ROS34PW2 on the grid (its c = 1 stage) and
+                        # through a ramp and an off-grid step stay fast, the rest validation
+                        # ("[[]" is fnmatch's literal "[")
+                        "test_every_method_keeps_its_order_*[[]lsrt2-*": "validation",
+                        "test_every_method_keeps_its_order_*[[]linear_implicit_euler-*": "validation",
+                        "test_every_method_keeps_its_order_*[[]ros34pw2-step_off_grid]": "validation"},
     "test_modes.py": "validation",
     "test_work_precision.py": "validation",
 }

@@ -96,6 +96,12 @@ LSRT2_K = "tests/kernels/test_lsrt2.py::test_model_system_K_is_the_velocity_jaco
 KC_SIGN_TESTS = [KC_HAND, KC_TOY_DECOUPLED, KC_FD_TOY_TRAVEL, KC_FD, KC_SYM, "tests/kernels/test_multilink.py::test_equilibrium_is_symmetric_near_design_and_stops_are_clear",
                  "tests/kernels/test_model.py::test_equilibrium_is_mirror_symmetric_and_near_design"]
 
+EVENTS = "tests/kernels/test_methods.py -k keeps_its_order"
+EVENTS_ON_GRID = ("tests/kernels/test_methods.py::test_every_method_keeps_its_order_through_load_steps_"
+                  "and_ramp_corners[ros34pw2-step_on_grid]")
+EVENTS_OFF_GRID = ("tests/kernels/test_methods.py::test_every_method_keeps_its_order_through_load_steps_"
+                   "and_ramp_corners[ros34pw2-ramp_and_step_off_grid]")
+
 MUTANTS = [
     # ------------------------------------------------------------ element laws, integrator
     Mutant("bushing_rot_stiffness_sign", "rotational bushing stiffness sign flipped (rx, ry, rz)",
@@ -115,6 +121,22 @@ MUTANTS = [
     Mutant("lsrt2_klin_frozen_rhs", "K_lin instead of K(r~) in the stage right-hand side (method.md pitfall)",
            [("kernels/integrate.py", "rate = system.rates(r_i, v_i) ", "rate = _kmul(K, v_i) ")],
            [LSRT2, VALID_ORDER, VALID_NMSE, ML_NMSE]),
+    # ------------------------------------------------------------ time events
+    Mutant("event_input_inclusive", "time events: the step's input read at its end (a switch at t_n + h "
+           "already on for the whole step)",
+           [("kernels/integrate.py", "    ref = t + 0.5 * h\n", "    ref = t + h\n")],
+           [EVENTS_ON_GRID, EVENTS_OFF_GRID, EVENTS]),
+    Mutant("event_no_split", "time events: a step with a switch inside is not split",
+           [("kernels/integrate.py", "out = jax.lax.cond(inside, split_step, whole_step, carry, t)",
+             "out = whole_step(carry, t)")],
+           [EVENTS_OFF_GRID, EVENTS]),
+    Mutant("event_ramp_rate_ignored", "time events: the ramp's rate du/dt of a step taken as zero",
+           [("kernels/loads.py", "running = (exc.durations > 0) & (t_ref >= exc.times)",
+             "running = (exc.durations < 0) & (t_ref >= exc.times)")],
+           # (an equivalent mutant for the orders: ROS34PW2 and LSRT2 are W-methods, whose
+           # order holds for any approximation of the input's rate; the rate is checked directly)
+           ["tests/kernels/test_methods.py::test_one_sided_input_is_the_piece_inside_the_step",
+            EVENTS_OFF_GRID, EVENTS]),
     Mutant("a21_055", "LSRT2 a21 = 0.55 (order drops to 1)",
            [("kernels/lsrt2.py", "A21 = 0.5\n", "A21 = 0.55\n")],
            [LSRT2, VALID_ORDER, VALID_NMSE, ML_NMSE]),

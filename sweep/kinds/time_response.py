@@ -34,6 +34,7 @@ import xarray as xr
 from omegaconf import OmegaConf
 
 from kernels import loads, metrics, statics
+from kernels.integrate import events_inside_steps
 from kernels.methods import METHODS, REFERENCE, TOLERANCES, with_tolerances
 from kernels.model import Model
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
@@ -113,7 +114,7 @@ def channel_key(channels=None):
 
 
 def response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block",
-             method="lsrt2", bushing_idx=None, error_norm=None):
+             method="lsrt2", bushing_idx=None, error_norm=None, split_steps=True):
     """One variant's time response from rest at the equilibrium ``r_eq``
     (``method``: a method value or a name of :data:`kernels.methods.METHODS`;
     its ``simulate`` on the system of :mod:`kernels.system`): a
@@ -121,7 +122,7 @@ def response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solve
     at every output sample. The engine's variant and :func:`lsrt2_run` both
     run this function."""
     meth = METHODS[method] if isinstance(method, str) else method
-    system = model_system(model, exc, solver)
+    system = model_system(model, exc, solver, split_steps)
     ch = make_channels(bushing_idx)
     out = lambda r, v, t: ch(model, r, v, r_eq)  # noqa: E731
     n = r_eq.size
@@ -129,11 +130,21 @@ def response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solve
                          relinearise_every, out, error_norm=error_norm)
 
 
-@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver", "method"))
 def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block", method="lsrt2"):
     """The single-variant path: :func:`response` (LSRT2 or another traced
-    method), every bushing, jitted; returns the channels at every output sample."""
-    return response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method).outputs
+    method), every bushing, jitted; returns the channels at every output
+    sample. Whether a step must be split at a load event is decided here,
+    on the host, so that a load case with its switches on the step grid
+    compiles without the split (:func:`kernels.integrate.events_inside_steps`)."""
+    split = events_inside_steps(loads.event_times(exc), t0, h, (n_samples - 1) * every)
+    return _lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split)
+
+
+@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver", "method",
+                                             "split_steps"))
+def _lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split_steps):
+    return response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method,
+                    split_steps=split_steps).outputs
 
 
 def select_bushings(patterns, names):

@@ -280,3 +280,102 @@ def test_simulate_through_the_interface_is_the_time_loop_bitwise(name):
         for x, y in zip(jax.tree_util.tree_leaves(via_value), jax.tree_util.tree_leaves(via_loop)):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
         assert (float(via_value.max_error) > 0) == m.has_error_estimate
+
+
+# --------------------------------------------------------------------------- time events
+def _exact_piecewise(t_end, pieces):
+    """Exact solution of the linear problem for an input that is a + b t on
+    each piece [(t_start, a, b), ...] (ascending, the first at 0), by the
+    augmented matrix exponential piece by piece."""
+    y = np.asarray(Y0, float)
+    bounds = [p[0] for p in pieces[1:]] + [t_end]
+    t = 0.0
+    for (t0, a, b), t1 in zip(pieces, bounds):
+        t1 = min(t1, t_end)
+        if t1 <= t:
+            continue
+        n = 12 + 2 + 1
+        M = np.zeros((n, n))
+        M[:6, 6:12] = np.eye(6)
+        M[6:12, :6] = -OMEGA
+        M[6:12, 6:12] = -CDAMP
+        M[6:12, 12:14] = BU
+        M[12:14, 14] = b
+        from scipy.linalg import expm
+        z = np.concatenate([y, np.asarray(a) + np.asarray(b) * t, [1.0]])
+        y = (expm(M * (t1 - t)) @ z)[:12]
+        t = t1
+    return y
+
+
+def _loads_system(changes):
+    """The linear problem driven by a load case of kernels.loads (its first
+    two input channels), with the time events bound as for the axles."""
+    from kernels import loads
+    amp = [(t, d, np.pad(np.asarray(a, float), (0, 10)).reshape(2, 6)) for t, d, a in changes]
+    exc = loads.excitation(np.pad([1.0, -2.0], (0, 10)).reshape(2, 6), amp)
+    base = linear_system(OMEGA, CDAMP, BU, lambda t: loads.u_at(exc, t).reshape(-1)[:2])
+    return base._replace(u_one_sided=lambda t, ref: loads.u_one_sided(exc, t, ref).reshape(-1)[:2],
+                         du_one_sided=lambda ref: loads.du_one_sided(exc, ref).reshape(-1)[:2],
+                         events=lambda: loads.event_times(exc))
+
+
+EVENT_CASES = {
+    # a jump of the input on the step grid of every h below, and off it
+    "step_on_grid": ([(0.6, 0.0, [2.0, 1.0])],
+                     [(0.0, [1.0, -2.0], [0.0, 0.0]), (0.6, [3.0, -1.0], [0.0, 0.0])]),
+    "step_off_grid": ([(0.6003, 0.0, [2.0, 1.0])],
+                      [(0.0, [1.0, -2.0], [0.0, 0.0]), (0.6003, [3.0, -1.0], [0.0, 0.0])]),
+    # a 0.1237 s ramp (both corners off the grid) and a step inside one step of each h
+    "ramp_and_step_off_grid": ([(0.3011, 0.1237, [2.0, 1.0]), (0.7004, 0.0, [-1.0, 0.5])],
+                               [(0.0, [1.0, -2.0], [0.0, 0.0]),
+                                (0.3011, [1.0 - 2.0 * 0.3011 / 0.1237, -2.0 - 0.3011 / 0.1237],
+                                 [2.0 / 0.1237, 1.0 / 0.1237]),
+                                (0.3011 + 0.1237, [3.0, -1.0], [0.0, 0.0]),
+                                (0.7004, [2.0, -0.5], [0.0, 0.0])]),
+}
+
+
+@pytest.mark.parametrize("case", list(EVENT_CASES))
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_keeps_its_order_through_load_steps_and_ramp_corners(name, case):
+    """Within a step every stage sees the one-sided input (a stage at
+    c_i = 1 - ROS34PW2's last - must not see the next piece), and a switch
+    inside a step splits it: the observed order is the method's own on
+    and off the step grid. Oracle: the exact solution piece by piece."""
+    changes, pieces = EVENT_CASES[case]
+    sysm = _loads_system(changes)
+    T = 1.2
+    exact = _exact_piecewise(T, pieces)
+    errs = [np.linalg.norm(_run(METHODS[name], sysm, Y0, h, int(round(T / h)))[-1] - exact)
+            for h in (0.04, 0.02, 0.01, 0.005)]
+    orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(orders[1:] > ORDER[name] - 0.2), (errs, orders)
+
+
+def test_one_sided_input_is_the_piece_inside_the_step():
+    """kernels.loads: u_one_sided(t, t_ref) is u_at on the piece that holds
+    at t_ref, continued beyond it (the left limit at a switch ahead, the
+    right limit at one behind), du_one_sided its slope (central differences
+    of the piece), and the event times are the switches."""
+    from kernels import loads
+    changes, _ = EVENT_CASES["ramp_and_step_off_grid"]
+    amp = [(t, d, np.pad(np.asarray(a, float), (0, 10)).reshape(2, 6)) for t, d, a in changes]
+    exc = loads.excitation(np.pad([1.0, -2.0], (0, 10)).reshape(2, 6), amp)
+    t_ramp, d_ramp, t_step = 0.3011, 0.1237, 0.7004
+    np.testing.assert_allclose(sorted(set(np.asarray(loads.event_times(exc)).tolist())),
+                               [t_ramp, t_ramp + d_ramp, t_step])
+    for ref in (0.1, 0.35, 0.41, 0.6, 0.9):          # one reference time per piece
+        for t in (ref - 0.004, ref, ref + 0.004):       # inside the piece: u_at itself
+            np.testing.assert_allclose(loads.u_one_sided(exc, t, ref), loads.u_at(exc, t), atol=1e-13)
+        eps = 1e-6
+        fd = (loads.u_one_sided(exc, ref + eps, ref) - loads.u_one_sided(exc, ref - eps, ref)) / (2 * eps)
+        np.testing.assert_allclose(loads.du_one_sided(exc, ref), fd, atol=1e-6)
+    # a step ahead of the step's interval is off up to its end, one behind is on from its start
+    before, after = loads.u_one_sided(exc, t_step, t_step - 1e-4), loads.u_one_sided(exc, t_step, t_step + 1e-4)
+    np.testing.assert_allclose(after - before, amp[1][2])
+    np.testing.assert_allclose(before, loads.u_at(exc, t_step - 1e-6), atol=1e-12)
+    # the ramp ahead continues as its line beyond its end on the ramp's piece
+    np.testing.assert_allclose(loads.u_one_sided(exc, t_ramp + d_ramp + 0.01, 0.35)[0, :2],
+                               np.array([1.0, -2.0]) + np.array([2.0, 1.0]) * (d_ramp + 0.01) / d_ramp)
+    np.testing.assert_allclose(np.asarray(loads.du_one_sided(exc, 0.35))[0, :2], np.array([2.0, 1.0]) / d_ramp)
