@@ -56,8 +56,9 @@ def test_one_step_is_the_stability_function():
         np.testing.assert_allclose(run(sysm, Y0, h, 1)[1], R @ Y0, rtol=1e-11, atol=1e-13)
 
 
-def _exact_ramp(t_end, a, b):
-    """Exact solution with input u = a + b t via the augmented matrix exponential."""
+def augmented(b):
+    """The matrix of the linear problem with input u = a + b t augmented by
+    u and a constant 1: z = (y, u, 1), z' = M z."""
     n = 12 + 2 + 1
     M = np.zeros((n, n))
     M[:6, 6:12] = np.eye(6)
@@ -65,8 +66,13 @@ def _exact_ramp(t_end, a, b):
     M[6:12, 6:12] = -CDAMP
     M[6:12, 12:14] = BU
     M[12:14, 14] = b
+    return M
+
+
+def _exact_ramp(t_end, a, b):
+    """Exact solution with input u = a + b t via the augmented matrix exponential."""
     z0 = np.concatenate([Y0, a, [1.0]])
-    return (expm(M * t_end) @ z0)[:12]
+    return (expm(augmented(b) * t_end) @ z0)[:12]
 
 
 @pytest.mark.parametrize("N", [1, 3])

@@ -24,7 +24,7 @@ from kernels import integrate
 from kernels.linear_implicit_euler import LINEAR_IMPLICIT_EULER
 from kernels.lsrt2 import LSRT2
 from kernels.ros34pw2 import ROS34PW2
-from test_lsrt2 import BU, CDAMP, OMEGA, Y0, _exact_ramp, linear_system, rigid_body_problem
+from test_lsrt2 import BU, CDAMP, OMEGA, Y0, _exact_ramp, augmented, linear_system, rigid_body_problem
 
 METHODS = {"lsrt2": LSRT2, "ros34pw2": ROS34PW2, "linear_implicit_euler": LINEAR_IMPLICIT_EULER}
 ORDER = {"lsrt2": 2, "ros34pw2": 3, "linear_implicit_euler": 1}
@@ -294,16 +294,9 @@ def _exact_piecewise(t_end, pieces):
         t1 = min(t1, t_end)
         if t1 <= t:
             continue
-        n = 12 + 2 + 1
-        M = np.zeros((n, n))
-        M[:6, 6:12] = np.eye(6)
-        M[6:12, :6] = -OMEGA
-        M[6:12, 6:12] = -CDAMP
-        M[6:12, 12:14] = BU
-        M[12:14, 14] = b
         from scipy.linalg import expm
         z = np.concatenate([y, np.asarray(a) + np.asarray(b) * t, [1.0]])
-        y = (expm(M * (t1 - t)) @ z)[:12]
+        y = (expm(augmented(b) * (t1 - t)) @ z)[:12]
         t = t1
     return y
 

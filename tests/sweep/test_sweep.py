@@ -343,18 +343,23 @@ def test_sigkill_then_rerun_completes_without_loss(tmp_path, ref12):
     _assert_same_cube(ds, ref12)
 
 
-def test_joblib_multirun_two_shards_equal_single_run(tmp_path, ref12):
+def _two_shards(tmp_path, ref12, *launcher):
+    """A --multirun of the two shards of one store with ``launcher``; the
+    store equals the single run's. Same chunking -> same values; bitwise
+    identity does not survive the workers' different XLA thread setup
+    (round-off ~1e-16 abs)."""
     path = tmp_path / "sharded.zarr"
-    cmd = _job(path, "sweep.num_shards=2", "sweep.shard=0,1", "hydra/launcher=joblib",
-               "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={tmp_path}/multirun")
+    cmd = _job(path, "sweep.num_shards=2", "sweep.shard=0,1", *launcher, f"hydra.sweep.dir={tmp_path}/multirun")
     cmd.insert(3, "--multirun")
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ds = xr.open_zarr(path)
     assert np.all(ds.chunk_done.values == 1)
-    # same chunking -> same values; bitwise identity does not survive the
-    # joblib workers' different XLA thread setup (round-off ~1e-16 abs)
     _assert_same_cube(ds, ref12, exact=False)
+
+
+def test_joblib_multirun_two_shards_equal_single_run(tmp_path, ref12):
+    _two_shards(tmp_path, ref12, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
 
 
 def test_submitit_local_multirun_two_shards_equal_single_run(tmp_path, ref12):
@@ -362,15 +367,7 @@ def test_submitit_local_multirun_two_shards_equal_single_run(tmp_path, ref12):
     submitit_slurm: each shard a submitit job in its own process) fills one
     store with two shards, like one process."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    path = tmp_path / "submitit.zarr"
-    cmd = _job(path, "sweep.num_shards=2", "sweep.shard=0,1", "hydra/launcher=submitit_local",
-               "hydra.launcher.timeout_min=30", f"hydra.sweep.dir={tmp_path}/multirun")
-    cmd.insert(3, "--multirun")
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ds = xr.open_zarr(path)
-    assert np.all(ds.chunk_done.values == 1)
-    _assert_same_cube(ds, ref12, exact=False)
+    _two_shards(tmp_path, ref12, "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=30")
     logs = glob.glob(f"{tmp_path}/multirun/.submitit/*/*_log.out")
     assert len(logs) == 2, logs                      # two submitit jobs, one per shard
 
