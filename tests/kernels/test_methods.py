@@ -214,7 +214,7 @@ def test_error_estimate_flags_a_too_large_step_and_not_the_nominal_one(tmp_path)
     so it stays finite) is flagged "inaccurate" (status 3) with its values
     kept; the toy axle keeps the compilations short."""
     import xarray as xr
-    from test_app import cfg_of
+    from tests.e2e.test_app import cfg_of
     from sweep.app import main
     common = ["model=toy_trailing_arm", "integrator=ros34pw2", "loadcase.t_start=4.9", "loadcase.t_end=5.3",
               "sweep.progress=false"]
