@@ -109,8 +109,7 @@ def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_e
         assert np.all(ratios >= 3.0), f"{what}: error ratios {ratios} per halving of h (order 2: 4)"
 
 
-@pytest.mark.parametrize("method, t_step, min_ratio", [
-    ("ros34pw2", 5.0, 6.5), ("ros34pw2", 5.0003, 6.5), ("lsrt2", 5.0003, 3.5)])
+@pytest.mark.parametrize("method, t_step, min_ratio", [("ros34pw2", 5.0003, 6.5), ("lsrt2", 5.0003, 3.5)])
 def test_orders_through_the_load_step_on_and_off_the_step_grid(dw_model, dw_equilibrium, method, t_step,
                                                                 min_ratio):
     """Time events on the axle: the longitudinal step on the grid (5.0 s) and
@@ -120,7 +119,10 @@ def test_orders_through_the_load_step_on_and_off_the_step_grid(dw_model, dw_equi
     wheel-centre displacement (both sides, every 1 ms) falls by >= 6.5 per
     halving of h for ROS34PW2 (order 3: 8) and >= 3.5 for LSRT2 (order 2: 4)
     - with the stage inputs read inclusively ROS34PW2 was first order (2.0).
-    The on-grid LSRT2 case is test_lsrt2_order_on_the_double_wishbone_step."""
+    Measured 2026-11-25: ROS34PW2 7.70, 7.50; LSRT2 3.97, 3.98 (on the grid,
+    ROS34PW2: 7.76, 7.56; BENCHMARKS.md). The on-grid cases are
+    test_lsrt2_order_on_the_double_wishbone_step and, for ROS34PW2's c = 1
+    stage, the linear problem of tests/kernels/test_methods.py."""
     from kernels import loads
     from kernels.radau import solve as radau
     from sweep.kinds.time_response import lsrt2_run, make_channels
