@@ -286,11 +286,11 @@ def events_inside_steps(events, t0, h, n_steps) -> bool:
     load case closed over by the traced function: the usual sweep); True
     when any is traced (decided per step at run time)."""
     from kernels.loads import STEP_TOL
+    if np.size(events) == 0:                     # the shape is known, traced or not
+        return False
     if any(isinstance(x, jax.core.Tracer) for x in (events, t0, h)):
         return True
     ev = np.asarray(events, float)
-    if ev.size == 0:
-        return False
     t0, h = float(t0), float(h)
     k = np.floor((ev - t0) / h)
     inside = (ev > t0 + k * h + STEP_TOL) & (ev < t0 + (k + 1) * h - STEP_TOL) & (k >= 0) & (k < n_steps)

@@ -18,6 +18,7 @@ groups as they are and still rejects every wrong type with the key named.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tempfile
@@ -183,16 +184,22 @@ class Bounds(Spec):
 
 
 class Map(Spec):
-    """A mapping with known keys (each with its spec; other keys are left to
-    the code that uses the mapping, which names unknown keys)."""
+    """A mapping with known keys (each with its spec). ``strict``: any other
+    key is an error naming it and the closest known key (a misspelt key in
+    a config file would otherwise leave the value it meant at its default);
+    else other keys are left to the code that uses the mapping."""
 
-    def __init__(self, fields=None, values=None):
-        self.fields, self.values = fields or {}, values
+    def __init__(self, fields=None, values=None, strict=False):
+        self.fields, self.values, self.strict = fields or {}, values, strict
 
     def check(self, value, key):
         if not isinstance(value, dict):
             fail(key, value, "must be a mapping")
         for k, v in value.items():
+            if self.strict and self.values is None and k not in self.fields:
+                close = difflib.get_close_matches(str(k), list(self.fields), n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(self.fields)}"
+                raise ConfigError(f"{key + '.' if key else ''}{k}: unknown key ({hint})")
             spec = self.fields.get(k, self.values)
             if spec is not None:
                 spec.check(v, f"{key}.{k}" if key else str(k))
@@ -217,7 +224,7 @@ LOADS = Map(values=Map(values=Float()))         # {left: {fx: ...}, right: {...}
 INTEGRATOR = Map({
     "name": Str(), "dt": Float(gt=0, unit="s"), "relinearise_every": Int(ge=1), "solver": Str(),
     "rtol": Float(gt=0), "atol_coordinates": Float(gt=0), "atol_speeds": Float(gt=0),
-})
+}, strict=True)
 SWEEP = Map({
     "design": Str(), "n_variants": Int(), "seed": Int(ge=0), "parameters": Optional(Each(PARAMETER)),
     "start": Optional(Float(unit="s")), "every": Optional(Int(ge=1)),
@@ -228,13 +235,13 @@ SWEEP = Map({
     "progress": Bool(), "verify": Bool(), "table": Str(),
     "levels": Either(Int(ge=1), List(Int(ge=1), min_length=1),
                      reason="must be an integer >= 1 or one per parameter"),
-})
+}, strict=True)
 OUTPUT = Map({
     "path": Str(suffix=".zarr"), "every": Int(ge=1), "overwrite": Bool(),
     "bushings": Either(Literal(None), Str(), List(Str(), min_length=1),
                        reason="must be null, a pattern or a list of patterns"),
-})
-CACHE = Map({"enabled": Bool(), "dir": Optional(Str())})
+}, strict=True)
+CACHE = Map({"enabled": Bool(), "dir": Optional(Str())}, strict=True)
 
 
 def job_schema(loadcase):
@@ -253,18 +260,18 @@ TUNE = Map({
     "objectives": Optional(Each(OBJECTIVE)),
     "constraints": Optional(Each(CONSTRAINT)),
     "kc": Map({"loaded_radius": Float(gt=0, unit="m"), "brake_lock_stiffness": Float(ge=0),
-               "tolerance": Float(gt=0)}),
+               "tolerance": Float(gt=0)}, strict=True),
     "time_response": Map({"t_end": Float(gt=0, unit="s"), "step_time": Float(ge=0, unit="s"),
                           "dt": Float(gt=0, unit="s"), "wheel_loads": Map(values=Float()),
                           "step": Map(values=Float()), "settle_window": Float(gt=0, unit="s"),
-                          "checkpoint_block": Int(ge=1), "solver": Str()}),
+                          "checkpoint_block": Int(ge=1), "solver": Str()}, strict=True),
     "optimizer": Map({"name": Str(), "learning_rate": Float(gt=0), "decay": Float(ge=0),
                       "iterations": Int(ge=0), "n_starts": Int(ge=1), "seed": Int(ge=0),
                       "start": Optional(Map(values=Float())), "gtol": Float(ge=0), "memory": Int(ge=1),
-                      "constraint_rounds": Int(ge=1)}),
+                      "constraint_rounds": Int(ge=1)}, strict=True),
     "targets_from": Optional(Map(values=Float())),
-    "gradient_check": Map({"enabled": Bool(), "step": Float(gt=0)}),
-    "output": Map({"path": Str(suffix=".zarr"), "overwrite": Bool()}),
+    "gradient_check": Map({"enabled": Bool(), "step": Float(gt=0)}, strict=True),
+    "output": Map({"path": Str(suffix=".zarr"), "overwrite": Bool()}, strict=True),
     "progress": Bool(), "cache": CACHE,
 })
 

@@ -282,7 +282,7 @@ class TimeResponse(JobKind):
         "changes": Opt(List(Map({"time": Float(unit="s"), "duration": Float(ge=0, unit="s"),
                                  "left": Map(values=Float()), "right": Map(values=Float())}))),
         "nmse_window": List(Float(unit="s"), length=2),
-    })
+    }, strict=True)
 
     def check(self, job):
         """The integrator is known, dt divides the run and the output thinning

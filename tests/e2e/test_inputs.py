@@ -95,6 +95,12 @@ BAD = {
                                 "did you mean 'interpolation'?"),
     "model_top_level_typo": (["+model.reference_bushings=lower_link_chassis"], "model.reference_bushings",
                              "did you mean 'reference_bushing'?"),
+    # a misspelt key in a job config file (or added with +): never dropped silently
+    "loadcase_key_typo": (["+loadcase.nmse_windo=[4.9,6.0]"], "loadcase.nmse_windo",
+                          "did you mean 'nmse_window'?"),
+    "integrator_key_typo": (["+integrator.rtoll=1e-3"], "integrator.rtoll", "did you mean 'rtol'?"),
+    "sweep_key_typo": (["+sweep.n_variant=3"], "sweep.n_variant", "did you mean 'n_variants'?"),
+    "output_key_typo": (["+output.evry=2"], "output.evry", "did you mean 'every'?"),
     "gravity_two": (["model.gravity=[0.0,-9.81]"], "model.gravity", "3 values"),
     "gravity_word": (["model.gravity=[0.0,0.0,down]"], "model.gravity[2]", "number"),
     "hardpoint_two": (["model.hardpoints.WC=[0.0,0.768]"], "model.hardpoints.WC", "3 values"),
@@ -174,6 +180,8 @@ def tune_cfg(*over):
     ("parameters.upper_arm_radial.bounds=[0.2,inf]", "parameters.upper_arm_radial.bounds", "finite"),
     ("kc.loaded_radius=-0.3", "kc.loaded_radius", "> 0"),
     ("output.path=/proc/x/h.zarr", "output.path", "cannot create"),
+    ("+optimizer.iteration=5", "optimizer.iteration", "did you mean 'iterations'?"),
+    ("+time_response.settle_windo=0.1", "time_response.settle_windo", "did you mean 'settle_window'?"),
 ])
 def test_bad_tune_input_is_one_line_naming_the_key(over, key, reason, capsys, tmp_path):
     from sweep.tune import main
