@@ -39,14 +39,16 @@ import kernels  # noqa: F401  (float64)
 import jax
 import jax.numpy as jnp
 
-# the in-process tests use a persistent compilation cache as well (the same
-# directory; compilations of 1 s or more, as sweep.runtime.setup): the two
-# pytest-xdist workers, and the rest tier after the fast tier, load what the
-# other has compiled instead of compiling it again. (A `python -m sweep`
-# subprocess sets its CPU device count in XLA_FLAGS, which is part of the
-# cache key, so it shares entries only with other subprocesses.)
-os.makedirs(os.environ["AXLE_JAX_CACHE_DIR"], exist_ok=True)
-jax.config.update("jax_compilation_cache_dir", os.environ["AXLE_JAX_CACHE_DIR"])
+# the in-process tests use a persistent compilation cache as well (compilations
+# of 1 s or more, as sweep.runtime.setup), one directory per pytest-xdist
+# worker: the rest tier's worker gw0 loads what gw0 compiled in the fast tier,
+# and no two processes write and read one in-process cache at the same time
+# (JAX writes an entry in place, not atomically). A `python -m sweep`
+# subprocess sets its CPU device count in XLA_FLAGS, part of the cache key;
+# the subprocesses share AXLE_JAX_CACHE_DIR itself.
+_INPROC_CACHE = os.path.join(os.environ["AXLE_JAX_CACHE_DIR"], "in-process-" + os.environ.get("PYTEST_XDIST_WORKER", "main"))
+os.makedirs(_INPROC_CACHE, exist_ok=True)
+jax.config.update("jax_compilation_cache_dir", _INPROC_CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,6 +59,15 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 CHECK_CUBE = os.path.join(SHARED, "tools", "check_cube.py")
+
+
+def pytest_sessionstart(session):
+    """A crash (segmentation fault) dumps the crashing thread's stack only:
+    short enough to survive a truncated CI log (pytest's own faulthandler
+    dumps every thread, the idle ones of zarr, tqdm and the thread pool
+    first)."""
+    import faulthandler
+    faulthandler.enable(file=sys.__stderr__, all_threads=False)
 
 
 def load_model_cfg(name="double_wishbone"):
