@@ -126,23 +126,44 @@ def hydra_app(main, config_name="config"):
     return run
 
 
+def searchpath_dirs(argv):
+    """The directories of the ``file://`` entries of a command-line
+    ``hydra.searchpath=[...]`` (in list order, relative ones to the working
+    directory, as Hydra resolves them); ``pkg://`` entries are left out."""
+    dirs = []
+    for a in argv:
+        key, sep, value = a.partition("=")
+        if sep and key.lstrip("+") == "hydra.searchpath":
+            for entry in value.strip().strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    dirs.append(os.path.abspath(entry[len("file://"):]))
+    return dirs
+
+
 def precheck_config_files(argv, config_name="config"):
-    """The config files a command line chooses from the project's configs
-    (the primary ``config_name``.yaml and every ``group=NAME`` whose file
-    exists, e.g. ``model=``, ``loadcase=``) read strictly before Hydra
-    composes them: a duplicate key or a YAML syntax error is one line with
-    file:line:column and exit code 2, instead of Hydra's traceback (which
-    also silently keeps the last of two equal keys). A chosen model file is
-    checked for unknown keys, too. Files found through ``hydra.searchpath``
-    are left to Hydra (its message, exit code 2)."""
+    """The config files a command line chooses (the primary
+    ``config_name``.yaml and every ``group=NAME`` whose file exists, e.g.
+    ``model=``, ``loadcase=``) read strictly before Hydra composes them: a
+    duplicate key or a YAML syntax error is one line with file:line:column
+    and exit code 2, instead of Hydra's traceback (which also silently keeps
+    the last of two equal keys). A chosen model file is checked for unknown
+    keys, too. A group file is looked up where Hydra looks for it: the
+    project's configs first, then the ``file://`` directories of
+    ``hydra.searchpath`` in order (a user's own axle files); files of
+    ``pkg://`` entries are left to Hydra (its message, exit code 2)."""
     from kernels.model import ModelError
     from sweep.model_builder import load_model_file, load_yaml_strict
+    roots = [CONFIG_DIR] + searchpath_dirs(argv)
     files = [("", os.path.join(CONFIG_DIR, f"{config_name}.yaml"))]
     for a in argv:
         group, sep, names = a.partition("=")
         if not sep or group.startswith(("+", "~", "hydra")) or "." in group:
             continue
-        files += [(group, os.path.join(CONFIG_DIR, group, f"{n}.yaml")) for n in names.split(",")]
+        for n in names.split(","):
+            found = [p for p in (os.path.join(r, group, f"{n}.yaml") for r in roots) if os.path.isfile(p)]
+            if found:
+                files.append((group, found[0]))
     for group, path in files:
         if os.path.isfile(path):
             try:

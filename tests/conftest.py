@@ -240,6 +240,14 @@ TIERS = {
 }
 
 
+# test files with the longest runs in the rest tier go first (file basenames,
+# longest first): pytest-xdist's ``--dist loadfile`` hands out whole files in
+# collection order, so a long file started last would run on alone while the
+# other worker idles (longest-processing-time-first scheduling). From the
+# per-file sums of a full `.ci/run` (BENCHMARKS.md, "Test suite").
+LONGEST_FIRST = []
+
+
 def _tiers_of(item):
     spec = TIERS.get(os.path.basename(str(item.path)))
     if spec is None:
@@ -264,6 +272,8 @@ def pytest_collection_modifyitems(config, items):
                      if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(item.name, p)}
         if item.get_closest_marker("slow") is not None:
             item.add_marker("validation")
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda i: rank.get(os.path.basename(str(i.path)), len(rank)))   # stable: files stay whole
     # a pattern of a collected file that matches none of its tests: a test was
     # renamed and its tier is lost (checked only when whole files were collected)
     if not any("::" in a for a in config.args) and not config.getoption("keyword"):

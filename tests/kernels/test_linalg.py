@@ -45,3 +45,28 @@ def test_inv3_equals_numpy():
     rng = np.random.default_rng(3)
     M = rng.normal(size=(5, 3, 3)) + 3 * np.eye(3)
     np.testing.assert_allclose(linalg.inv3(M), np.linalg.inv(M), rtol=1e-12, atol=1e-14)
+
+
+def test_batched_solve_is_one_call_per_variant_on_the_cpu_and_one_batched_call_elsewhere():
+    """Under vmap the CPU lowering maps single LAPACK factorisations over the
+    batch (a while loop around an unbatched getrf: jaxlib's batched LAPACK
+    call can hang, kernels/linalg.py); a GPU lowering factorises the whole
+    batch in one batched cuSOLVER call (a map there would run the matrices
+    one after another: 830x slower than the block solver on an H200,
+    BENCHMARKS.md "GPU"). Checked on the exported StableHLO of both
+    platforms (jax.export lowers for CUDA without a GPU)."""
+    rng = np.random.default_rng(1)
+    A = jnp.asarray(rng.random((8, 5, 5)) + 5 * np.eye(5))
+    b = jnp.asarray(rng.random((8, 5)))
+    f = jax.jit(jax.vmap(linalg.solve))
+
+    def getrf(platform):
+        text = jax.export.export(f, platforms=(platform,))(A, b).mlir_module()
+        calls = [ln for ln in text.splitlines() if "getrf" in ln and "custom_call" in ln]
+        return text, calls
+
+    text, calls = getrf("cpu")
+    assert calls and all('num_batch_dims = "0"' in c for c in calls) and "stablehlo.while" in text
+    text, calls = getrf("cuda")
+    assert calls and all("cusolver" in c and 'num_batch_dims = "1"' in c for c in calls)
+    assert "stablehlo.while" not in text

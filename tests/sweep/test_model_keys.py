@@ -158,6 +158,18 @@ def test_align_and_the_sweep_command_line_read_the_model_file_strictly(text, mes
     with pytest.raises(SystemExit):
         entry.precheck_config_files([])
     monkeypatch.setattr(entry, "CONFIG_DIR", os.path.join(ROOT, "configs"))
+    # a user's own model directory on hydra.searchpath (relative to the working
+    # directory, as Hydra resolves it): read strictly as well; a shipped name
+    # is taken from the project's configs first, as Hydra does
+    monkeypatch.chdir(tmp_path)
+    for argv in (["hydra.searchpath=[file://.]", "model=broken_axle"],
+                 ["model=broken_axle", f"hydra.searchpath=['pkg://nothing', 'file://{tmp_path}']"]):
+        caplog.clear()
+        with pytest.raises(SystemExit) as stop:
+            entry.precheck_config_files(argv)
+        assert stop.value.code == 2 and caplog.records[0].getMessage().startswith(f"error: {f}:2:1: ")
+    (tmp_path / "model" / "double_wishbone.yaml").write_text(text)
+    entry.precheck_config_files(["hydra.searchpath=[file://.]", "model=double_wishbone"])
     # the shipped files: nothing to say
     entry.precheck_config_files(["model=double_wishbone,multilink,toy_trailing_arm", "loadcase=kc_wheel_travel",
                                  "sweep=lhs", "integrator=lsrt2"])
