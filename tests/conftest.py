@@ -242,8 +242,11 @@ TIERS = {
 
 # test files with the longest runs in the rest tier go first (file basenames,
 # longest first): pytest-xdist's ``--dist loadfile`` hands out whole files in
-# collection order, so a long file started last would run on alone while the
-# other worker idles (longest-processing-time-first scheduling). Minutes:
+# collection order (``--no-loadscope-reorder`` in pyproject's addopts; by
+# default it would order files by their number of tests), so a long file
+# started last would run on alone while the other worker idles: the tuning
+# file (4 tests, 28 min) did so in two runs (longest-processing-time-first
+# scheduling). Minutes:
 # the rest tier's durations in a fresh-clone `.ci/run` on 2 cores
 # (2026-11-26; both workers busy, so about twice a test's time alone).
 LONGEST_FIRST = ["test_tune.py",                   # 28 min: recovery run, constrained run, notebook
