@@ -285,8 +285,13 @@ def pytest_collection_modifyitems(config, items):
                      if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(item.name, p)}
         if item.get_closest_marker("slow") is not None:
             item.add_marker("validation")
+    # the files of LONGEST_FIRST first, the others by their number of tests
+    # (xdist's own order otherwise); a stable sort by file: files stay whole
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda i: rank.get(os.path.basename(str(i.path)), len(rank)))   # stable: files stay whole
+    count = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda i: (rank.get(os.path.basename(str(i.path)), len(rank)), -count[i.path], str(i.path)))
     # a pattern of a collected file that matches none of its tests: a test was
     # renamed and its tier is lost (checked only when whole files were collected)
     if not any("::" in a for a in config.args) and not config.getoption("keyword"):
