@@ -70,6 +70,17 @@ def pytest_sessionstart(session):
     faulthandler.enable(file=sys.__stderr__, all_threads=False)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _free_compiled_programs():
+    """After each test file, drop JAX's in-memory compiled programs: a
+    worker otherwise grows to 6-7 GB by the end of the rest tier, and two
+    such workers plus a job subprocess approach the 24 GB of the CI
+    machine (a worker died without a Python fault there, 2026-11-26). What
+    a later file needs again is read back from the persistent cache."""
+    yield
+    jax.clear_caches()
+
+
 def load_model_cfg(name="double_wishbone"):
     with open(os.path.join(ROOT, "configs", "model", f"{name}.yaml")) as f:
         return yaml.safe_load(f)
