@@ -16,6 +16,11 @@
 #      throughput at batch 1 64 256 1024 4096, block and dense
 #   c. pytest, the fast tier of tests/kernels
 #   d. (time permitting) benchmarks/sweep_throughput.py, the engine's chunk runner
+# Switches: SKIP_ENV=1 (no step a), SKIP_TESTS=1 (no steps c and d),
+# DRIVER=remeasure: step b runs benchmarks/gpu_remeasure.py instead (the
+# re-measurement after the dense-solve fix: solves at 1024 first, then the
+# runners compiled 6 at a time and timed, the chunk runner included; steps c
+# and d skipped), COMPILE_THREADS=n, TOTAL=seconds.
 export PYTHONUNBUFFERED=1
 REPO=$(pwd)
 OUT=${OUT:-/tmp/gpu_out}
@@ -33,6 +38,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
     --target /tmp/site "$REPO"/.gpu_site/whl/*.whl || echo "WHEEL INSTALL FAILED"
 export PYTHONPATH=/tmp/site:$REPO/.gpu_site/site:$REPO
 unset JAX_PLATFORMS JAX_PLATFORM_NAME AXLE_CPU_DEVICES
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/jax_cache}
+echo "JAX_COMPILATION_CACHE_DIR=$JAX_COMPILATION_CACHE_DIR"
 echo "PYTHONPATH=$PYTHONPATH"
 
 # ----------------------------------------------------------------- a. environment
@@ -325,11 +332,20 @@ log("driver done")
 sys.stdout.flush()
 os._exit(0)        # do not wait for compiles still running in the background
 PY
+if [ "$DRIVER" = remeasure ]; then
+stamp "b. benchmarks/gpu_remeasure.py (after the dense-solve fix)"
+T=$(( $(left) - 5 ))
+echo "driver timeout $T s"
+DRIVER_BUDGET=$((T - 10)) timeout -k 5 $T python3 benchmarks/gpu_remeasure.py
+echo "rc(remeasure)=$?"
+SKIP_TESTS=1
+else
 stamp "b. benchmarks (driver)"
 if [ -n "$SKIP_TESTS" ]; then T=$(( $(left) - 5 )); else T=$(min 250 $(( $(left) - 150 ))); fi
 echo "driver timeout $T s"
 DRIVER_BUDGET=$((T - 5)) timeout -k 5 $T python3 /tmp/gpu_driver.py
 echo "rc(driver)=$?"
+fi
 
 if [ -z "$SKIP_TESTS" ]; then
 # ----------------------------------------------------------------- c. tests
