@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # a step at t_j is seen as switched for t >= t_j - STEP_TOL (absorbs the
 # rounding of t = t0 + k h)
@@ -94,4 +95,12 @@ def event_times(exc: Excitation):
     """The times at which u or du/dt switches, (2 ns,) - every ramp's start
     and end, a step's time twice (jittable: a traced excitation keeps its
     shape)."""
-    return jnp.concatenate([exc.times, exc.times + exc.durations])
+    if any(isinstance(x, jax.core.Tracer) for x in (exc.times, exc.durations)):
+        return jnp.concatenate([exc.times, exc.times + exc.durations])
+    # a concrete load case (the usual one: closed over by the traced
+    # function) stays concrete inside a trace, so that
+    # kernels.integrate.events_inside_steps decides on the host whether a
+    # step has to be split - and leaves the split out of the program when
+    # every event is on the step grid (jnp would stage the sum as a traced value)
+    times = np.asarray(exc.times)
+    return np.concatenate([times, times + np.asarray(exc.durations)])

@@ -21,7 +21,13 @@ A *problem* here is any object with
   from the best point of every start each round;
 * ``response_labels``: (name, units) per response (logs);
 * ``signature()``: text that identifies the compiled program (everything
-  but the data).
+  but the data);
+* ``trace_key()`` (optional): a key of everything the program closes over
+  (:func:`sweep.tracecache.fingerprint`), or None: with a key, the traced
+  step is kept in the trace cache beside the persistent compilation cache,
+  so that a second run of the same problem (another round of targets or
+  bounds, the tuning notebook after the command line) skips tracing it -
+  minutes for an axle's K&C and time-response gradients.
 
 One iteration of one start is one value-and-gradient evaluation
 (:func:`_step_fn`); the starts run vmapped in one compiled program, cached
@@ -29,6 +35,7 @@ per problem signature and optimiser settings (:func:`compiled_step`).
 """
 from __future__ import annotations
 
+import logging
 import time
 
 import jax
@@ -37,8 +44,10 @@ import numpy as np
 import optax
 
 
+from sweep import tracecache
 from sweep.schema import ConfigError
 
+log = logging.getLogger("sweep")
 OPTIMIZERS = ("adam", "lbfgs")
 ARMIJO = 1e-4
 
@@ -117,14 +126,48 @@ def _init_state(name, opt, z):
 _STEPS = {}   # compiled vmapped steps per (problem signature, optimizer): reused in a process
 
 
+class _TraceCachedStep:
+    """``vstep(z, state, *data)`` through the trace cache: the step as a
+    function of flat arrays (the optimiser state's leaves in its place),
+    exported and kept under ``key`` + the argument shapes
+    (:func:`sweep.tracecache.traced`); without a key, plain ``jax.jit``."""
+
+    def __init__(self, vstep, key):
+        self.vstep, self.key, self.fns = vstep, key, {}
+        self.loaded = None            # whether the last program built came from the trace cache
+
+    def __call__(self, z, state, *data):
+        leaves, tree = jax.tree_util.tree_flatten(state)
+        n = len(leaves)
+        args = (z, *leaves, *data)
+        shapes = tuple((tuple(np.shape(a)), str(jnp.result_type(a))) for a in args)
+        fn = self.fns.get((shapes, tree))
+        if fn is None:
+            vstep = self.vstep
+
+            def flat(z, *rest):
+                out = vstep(z, jax.tree_util.tree_unflatten(tree, rest[:n]), *rest[n:])
+                return (out[0], *jax.tree_util.tree_leaves(out[1]), *out[2:])
+            key = tracecache.fingerprint("tune-step", self.key, shapes, str(tree)) if self.key else None
+            fn, self.loaded = tracecache.traced(jax.jit(flat), args, key)
+            if self.loaded:
+                log.info("optimisation step: traced program from the trace cache")
+            self.fns[(shapes, tree)] = fn
+        out = fn(*args)
+        return (out[0], jax.tree_util.tree_unflatten(tree, out[1:1 + n]), *out[1 + n:])
+
+
 def compiled_step(problem, oc):
-    """(optimizer name, (jit(vmap(step)), jit(vmap(init)))), cached per problem signature."""
+    """(optimizer name, (vmapped step, jit(vmap(init)))), cached per problem
+    signature; the step through the trace cache where the problem has a
+    ``trace_key``."""
     name, opt = make_optimizer(oc)
-    key = (problem.signature(), name, repr(sorted((k, v) for k, v in oc.items()
-                                                   if k in ("learning_rate", "decay", "iterations", "memory"))))
+    settings = repr(sorted((k, v) for k, v in oc.items() if k in ("learning_rate", "decay", "iterations", "memory")))
+    key = (problem.signature(), name, settings)
     if key not in _STEPS:
         step = _step_fn(problem, name, opt)
-        _STEPS[key] = (jax.jit(jax.vmap(step)),                       # data per start too
+        trace_key = getattr(problem, "trace_key", lambda: None)()
+        _STEPS[key] = (_TraceCachedStep(jax.vmap(step), trace_key and (trace_key, name, settings)),
                        jax.jit(jax.vmap(lambda z: _init_state(name, opt, z))))
     return name, _STEPS[key]
 

@@ -455,6 +455,17 @@ class TuneProblem:
                                "tr": repr({k: v for k, v in (self.tr or {}).items() if k != "exc"})
                                + repr(self.tr["exc"] if self.tr else None)})
 
+    def trace_key(self):
+        """Everything the compiled objective closes over (the model's tables,
+        the parameters, the metric, side and kind of every response, the
+        K&C settings, the time response's excitation and grid), for the
+        trace cache of the optimisation step; not the data (:meth:`data`:
+        targets, weights, bounds, multipliers are inputs)."""
+        from sweep.tracecache import fingerprint
+        rows = [[o["metric"], o["side"], o["kind"], o["compliance"]] for o in self.rows]
+        return fingerprint(self.signature(), self.model, self.pset, rows, self.tr, self.loaded_radius,
+                           self.brake_lock, self.tol, self.lock_index, self.lo, self.hi, self.is_log)
+
 
 def targets_from(problem, oc, values, log=print):
     """Replace every objective's target by the response of the axle with the

@@ -372,3 +372,18 @@ def test_one_sided_input_is_the_piece_inside_the_step():
     np.testing.assert_allclose(loads.u_one_sided(exc, t_ramp + d_ramp + 0.01, 0.35)[0, :2],
                                np.array([1.0, -2.0]) + np.array([2.0, 1.0]) * (d_ramp + 0.01) / d_ramp)
     np.testing.assert_allclose(np.asarray(loads.du_one_sided(exc, 0.35))[0, :2], np.array([2.0, 1.0]) / d_ramp)
+
+
+def test_a_concrete_load_case_on_the_step_grid_traces_no_split():
+    """A load case closed over by the traced function stays concrete inside
+    the trace (kernels.loads.event_times): with every event on the step grid
+    the step splitting (a lax.cond around a second copy of the step) is
+    left out of the program - the usual sweep job compiles the step once;
+    with an event inside a step it is there."""
+    def jaxpr(case, t0=0.0):
+        sysm = _loads_system(EVENT_CASES[case][0])
+        return str(jax.make_jaxpr(lambda y: METHODS["lsrt2"].simulate(
+            sysm, y[:6], y[6:], t0, 0.01, 121).outputs)(jnp.asarray(Y0)))
+    assert "cond[" not in jaxpr("step_on_grid")
+    assert "cond[" in jaxpr("step_off_grid")
+    assert "cond[" in jaxpr("step_on_grid", t0=0.0003)          # the same load case off the grid of t0

@@ -282,12 +282,22 @@ def _job(path, *extra):
             "sweep.chunk_size=2", "sweep.progress=false", f"output.path={path}", *extra]
 
 
+# the jobs of this file run as `python -m sweep` subprocesses on one CPU
+# device (AXLE_CPU_DEVICES=1; the device count is part of the compilation
+# cache key): all of them are the same program, compiled once by the
+# reference run and loaded from the persistent compilation and trace caches
+# by the others (each compile of the double wishbone's chunk runner is 1-2
+# minutes on 2 cores)
+ONE_DEVICE = {"AXLE_CPU_DEVICES": "1"}
+
+
 @pytest.fixture(scope="module")
 def reference_12(tmp_path_factory):
-    from sweep.app import main
+    """The uninterrupted single-process run that the other jobs must equal."""
     path = tmp_path_factory.mktemp("ref") / "ref.zarr"
-    cfg = cfg_of(*SHORT, *PARAMS, "sweep.n_variants=12", "sweep.chunk_size=2", f"output.path={path}")
-    assert main(cfg, progress=False) == 0
+    proc = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, **ONE_DEVICE))
+    assert proc.returncode == 0, proc.stderr[-2000:]
     return path
 
 
@@ -320,10 +330,10 @@ def test_sigkill_then_rerun_completes_without_loss(tmp_path, ref12):
     clock: however long compilation takes), then a rerun: nothing lost, the
     cube equals the uninterrupted one bitwise."""
     path = tmp_path / "killed.zarr"
-    # one device like the in-process reference, so that values are bitwise
-    # comparable (chunks of 2 stay on one device by default anyway; this
-    # pins it whatever sweep.engine.MIN_VARIANTS_PER_CPU_DEVICE is)
-    env = dict(os.environ, AXLE_CPU_DEVICES="1", AXLE_TEST_KILL_AFTER_CHUNKS="2")
+    # one device like the reference, so that values are bitwise comparable
+    # (chunks of 2 stay on one device by default anyway; this pins it
+    # whatever sweep.engine.MIN_VARIANTS_PER_CPU_DEVICE is)
+    env = dict(os.environ, **ONE_DEVICE, AXLE_TEST_KILL_AFTER_CHUNKS="2")
     env.pop("AXLE_TEST_KILL_SIGNAL", None)
     proc = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, env=env, timeout=3600)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
@@ -351,7 +361,8 @@ def _two_shards(tmp_path, ref12, *launcher):
     path = tmp_path / "sharded.zarr"
     cmd = _job(path, "sweep.num_shards=2", "sweep.shard=0,1", *launcher, f"hydra.sweep.dir={tmp_path}/multirun")
     cmd.insert(3, "--multirun")
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, **ONE_DEVICE))
     assert proc.returncode == 0, proc.stderr[-2000:]
     ds = xr.open_zarr(path)
     assert np.all(ds.chunk_done.values == 1)

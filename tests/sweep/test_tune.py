@@ -4,9 +4,10 @@ checkpointed reverse pass: tests/kernels/test_checkpoint.py), recovery of known 
 ``python -m sweep.tune``, bad configs, and notebooks/02_tuning.ipynb.
 
 Compilation is the cost here, so one problem (the toy axle, six bushing
-factors, K&C and time-response objectives) is compiled once: the gradient
-check, the recovery run and the notebook share it through a persistent
-compilation cache (targets and weights are data of the compiled step)."""
+factors, K&C and time-response objectives) is traced and compiled once: the
+gradient check, the recovery run, the constrained run and the notebook
+share it through the trace cache and the persistent compilation cache
+(targets, weights, bounds and multipliers are data of the compiled step)."""
 import os
 import subprocess
 import sys
@@ -185,9 +186,10 @@ def constrained(recovery, jax_cache, tmp_path_factory):
     recovery run reaches): start 0 is feasible, the unconstrained optimum is
     not. The responses are the same, in the same order, so the compiled
     step is the recovery run's (bounds and multipliers are data of the
-    program, like targets): python -m sweep.tune loads it from the
-    persistent compilation cache the recovery run left; what remains is
-    tracing (~1 min) and 2 rounds of <= 60 iterations."""
+    program, like targets): python -m sweep.tune loads the traced program
+    from the trace cache and its compilation from the persistent
+    compilation cache that the recovery run left; what remains is the
+    rounds of <= 60 iterations."""
     rpath, _ = recovery
     ds = xr.open_zarr(rpath)
     i = list(ds.objective_name.values).index(CONSTRAINED)
@@ -249,6 +251,7 @@ def test_constraint_holds_where_the_unconstrained_optimum_violates_it(constraine
     # logged at the start (start 0 holds) and at the end
     out = proc.stdout
     assert "constraints at start 0" in out and "constraints at the end" in out
+    assert "optimisation step: traced program from the trace cache" in out      # not traced again
     start_line = out.split("constraints at start 0")[1].splitlines()[1]
     end_line = out.split("constraints at the end")[1].splitlines()[1]
     assert "settle" in start_line and start_line.rstrip().endswith("holds")
