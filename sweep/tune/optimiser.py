@@ -139,7 +139,10 @@ class _TraceCachedStep:
     def __call__(self, z, state, *data):
         leaves, tree = jax.tree_util.tree_flatten(state)
         n = len(leaves)
-        args = (z, *leaves, *data)
+        # every call with arguments committed to the one device: the first
+        # call's (fresh arrays) and the later ones' (the step's own outputs)
+        # then lower to the same program (else two compilations of it)
+        args = jax.device_put((z, *leaves, *data), jax.devices()[0])
         shapes = tuple((tuple(np.shape(a)), str(jnp.result_type(a))) for a in args)
         fn = self.fns.get((shapes, tree))
         if fn is None:
