@@ -30,9 +30,14 @@ def linear_system(Omega, C, B, u_fn):
                         du=lambda t: jax.jacfwd(u_fn)(jnp.asarray(t, jnp.float64)))
 
 
+# one jitted function for the module (``LSRT2.simulate`` is a new bound
+# method at every attribute access: a jit of it made per call compiled anew
+# for every call)
+_SIMULATE = jax.jit(LSRT2.simulate, static_argnums=(0, 5, 6, 7))
+
+
 def run(system, y0, h, n, N=1):
-    out = jax.jit(LSRT2.simulate, static_argnums=(0, 5, 6, 7))(
-        system, y0[:6], y0[6:], 0.0, h, n + 1, 1, N)
+    out = _SIMULATE(system, y0[:6], y0[6:], 0.0, h, n + 1, 1, N)
     return np.hstack([out.outputs["r"], out.outputs["v"]])
 
 
