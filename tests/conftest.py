@@ -260,8 +260,8 @@ TIERS = {
 # scheduling). Minutes:
 # the rest tier's durations in a fresh-clone `.ci/run` on 2 cores
 # (2026-11-26; both workers busy, so about twice a test's time alone).
-LONGEST_FIRST = ["test_tune.py",                   # 28 min: recovery run, constrained run, notebook
-                 "test_sweep.py",                  # 15 min
+LONGEST_FIRST = ["test_tune.py",                   # 16 min: recovery run, constrained run, notebook (28 before the trace cache)
+                 "test_sweep.py",                  # 12 min (15 before its jobs shared one program)
                  "test_kc_geometry.py",            # 11 min
                  "test_validation.py",             # 10 min
                  "test_methods.py",                # 8 min
