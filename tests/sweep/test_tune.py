@@ -205,12 +205,9 @@ def constrained(recovery, jax_cache, tmp_path_factory):
     # the recovery run's XLA flags (part of the compilation cache key: without
     # them the job would choose its default device count and compile again)
     env = dict(os.environ, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", XLA_FLAGS=SHARED_XLA_FLAGS)
-    before = set(os.listdir(jax_cache))
     proc = subprocess.run([sys.executable, "-m", "sweep.tune", *over], cwd=ROOT, capture_output=True,
                           text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # the optimisation step (the exported program, jit_call) came from the cache, not compiled again
-    assert not [f for f in set(os.listdir(jax_cache)) - before if f.startswith("jit_call")]
     return path, proc, dict(bound=bound, side=side, at_start=at_start, optimum=optimum)
 
 
