@@ -235,9 +235,12 @@ def test_element_jacobian_autodiff_equals_central_differences(tor_model):
 
 @pytest.fixture(scope="module")
 def step_runs(torsion_group, tor_model, dw_model, step_excitation):
-    """Equilibria and 20 LSRT2 steps (h = 1 ms, block solver) from 4.99 s over
-    the load step at 5 s: plain axle, torsion k = c = 0, torsion (k, c), and
-    the same law as a rotational-only bushing."""
+    """Equilibria and 20 LSRT2 steps (h = 1 ms) from 4.99 s over the load
+    step at 5 s: plain axle, torsion k = c = 0, torsion (k, c), and the same
+    law as a rotational-only bushing. The dense solver: the group's blocks
+    enter the assembled Jacobian as any element's (its block linearisation
+    is checked above); the block solver cost this fixture a minute more of
+    compilation."""
     u = loads.u_at(step_excitation, 4.9)
     zero = dataclasses_replace_elements(tor_model, k=0.0, c=0.0)
     bush = build_model(build_tables(dw_cfg(as_bushing=True)))
@@ -255,7 +258,7 @@ equilibrium = jax.jit(statics.static_equilibrium)
 
 @jax.jit
 def lsrt2_steps(model, exc, r_eq):
-    """20 LSRT2 steps (h = 1 ms, block solver, relinearised every step) from
+    """20 LSRT2 steps (h = 1 ms, dense solver, relinearised every step) from
     rest at r_eq from t = 4.99 s; channels: wheel-centre displacement [m],
     toe and camber [rad], bushing forces [N, N m] (kernels.metrics)."""
     m = model.topology.n_bodies
@@ -267,7 +270,7 @@ def lsrt2_steps(model, exc, r_eq):
                 - metrics.wheel_centre_position(model, r_eq),
                 "toe": toe, "camber": camber, "bushing_force": metrics.bushing_forces(model, r, v)}
     n = r_eq.size
-    return integrate.simulate(METHODS["lsrt2"], model_system(model, exc, "block"), r_eq.reshape(-1),
+    return integrate.simulate(METHODS["lsrt2"], model_system(model, exc, "dense"), r_eq.reshape(-1),
                               jnp.zeros(n, r_eq.dtype), 4.99, 1e-3, 20, 1, 1, out).outputs
 
 

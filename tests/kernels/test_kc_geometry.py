@@ -60,10 +60,19 @@ def _solve_batch(model, z_off, rack, joints):
     return jax.vmap(one)(z_off, rack)
 
 
-@jax.jit
+# One compiled function per stage, shared by the tests of this file (a K&C
+# evaluation of the double wishbone is a compilation of a minute or more on
+# 2 cores; a jit per test compiled it once per test): the design position,
+# the K&C metrics at an equilibrium, a two-point parallel travel curve
+_design_position = jax.jit(lambda model: kc.design_position(model, tol=TOL))
+_kc_metrics = jax.jit(kc.kc_metrics)
+_travel_curve = jax.jit(lambda model, eq, travel: kc.travel_curve(model, eq, np.array(travel), "parallel", tol=TOL),
+                        static_argnums=2)     # the travel steps (a tuple) are static: the continuation's order
+
+
 def _metrics_and_position(model):
-    eq = kc.design_position(model, tol=TOL)
-    return kc.kc_metrics(model, eq, R_LOADED), eq.r
+    eq = _design_position(model)
+    return _kc_metrics(model, eq, R_LOADED), eq.r
 
 
 def _contact(wc, R):
@@ -246,8 +255,7 @@ def test_travel_curve_geometry_matches_finite_differences_off_design(dw_locked):
     finite-difference oracle around the equilibrium there; the half-track
     change against the contact points evaluated here."""
     model = dw_locked
-    curve = jax.device_get(jax.jit(lambda m: kc.travel_curve(
-        m, kc.design_position(m, tol=TOL), np.array([0.0, 0.02]), "parallel", tol=TOL))(model))
+    curve = jax.device_get(_travel_curve(model, _design_position(model), (0.0, 0.02)))
     assert curve["converged"].all()
     ref = oracle(model, base=(0.02, 0.02))
     ref0 = oracle(model)
@@ -309,9 +317,9 @@ def test_steering_curve_slope_ackermann_and_held_heights(dw_locked):
     textbook formula evaluated here from the curve's toe angles."""
     model = dw_locked
     rack = np.array([-H, 0.0, H, 0.03])
-    curve, M, c0 = jax.device_get(jax.jit(lambda m: (
-        lambda eq: (kc.steering_curve(m, eq, rack, tol=TOL), kc.kc_metrics(m, eq, R_LOADED),
-                    kc.contact_points(m, eq.r, R_LOADED)))(kc.design_position(m, tol=TOL)))(model))
+    eq = _design_position(model)
+    curve, M, c0 = jax.device_get((jax.jit(lambda m, eq: kc.steering_curve(m, eq, rack, tol=TOL))(model, eq),
+                                   _kc_metrics(model, eq, R_LOADED), kc.contact_points(model, eq.r, R_LOADED)))
     assert curve["converged"].all()
     sign = np.array([1.0, -1.0])
     # both joints move +y together; the metric is per side's own joint
@@ -382,16 +390,15 @@ def test_steering_rack_option_and_cornering_steer_match_finite_differences(dw_ra
     h = 1.0
 
     @jax.jit
-    def run(model):
-        eq = kc.design_position(model, tol=TOL)
+    def loaded_toe(model, eq):
         u0 = kc.design_loads(eq)
         us = jnp.stack([u0 + a * jnp.tile(U, (2, 1)) for U, _ in per.values() for a in (h, -h)])
-        toe = jax.vmap(lambda u: kc.metrics.toe_camber(model, kc.static_equilibrium(
+        return jax.vmap(lambda u: kc.metrics.toe_camber(model, kc.static_equilibrium(
             model, u, r_start=eq.r, tol=TOL, max_iter=80).r)[0])(us)
-        return kc.kc_metrics(model, eq, R), toe
     values = {}
     for label, model in (("rack", dw_rack), ("no rack", dw_locked)):
-        M, toe = jax.device_get(run(model))
+        eq = _design_position(model)
+        M, toe = jax.device_get((_kc_metrics(model, eq, R), loaded_toe(model, eq)))
         for i, (name, (_, scale)) in enumerate(per.items()):
             steer = -np.array([1.0, -1.0]) * (toe[2 * i] - toe[2 * i + 1]) / (2 * h) * scale * DEG
             np.testing.assert_allclose(M[name], steer, rtol=1e-5, err_msg=f"{label}: {name}")
@@ -415,16 +422,17 @@ def test_kc_at_kerb_load_matches_the_design_travel_curve_there(dw_locked):
     def run(model):
         eq_k = kc.ride_position(model, load, tol=TOL)
         eqf = kc.static_equilibrium(model, jnp.zeros((2, 6)).at[:, 2].set(load), tol=TOL)
-        eq_d = kc.design_position(model, tol=TOL)
-        s = eq_k.r[slots, 2].mean() - eq_d.r[slots, 2].mean()
-        return eq_k, eqf.r, kc.kc_metrics(model, eq_k, R_LOADED), eq_d, s
-    eq_k, r_force, M, eq_d, s_k = jax.device_get(run(model))
+        return eq_k, eqf.r
+    eq_k, r_force = run(model)
+    eq_d = _design_position(model)
+    M = _kc_metrics(model, eq_k, R_LOADED)
+    eq_k, r_force, M, eq_d = jax.device_get((eq_k, r_force, M, eq_d))
+    s_k = eq_k.r[slots, 2].mean() - eq_d.r[slots, 2].mean()
     assert eq_k.converged
     np.testing.assert_allclose(eq_k.fz, load, rtol=1e-9)
     np.testing.assert_allclose(eq_k.r[slots, :3], r_force[slots, :3], atol=1e-9)
     assert s_k < -0.005           # lighter than the design load: the wheel hangs lower (rebound)
-    curve = jax.device_get(jax.jit(lambda m: kc.travel_curve(
-        m, kc.design_position(m, tol=TOL), np.array([s_k - h, s_k + h]), "parallel", tol=TOL))(model))
+    curve = jax.device_get(_travel_curve(model, _design_position(model), (float(s_k - h), float(s_k + h))))
     assert curve["converged"].all()
     np.testing.assert_allclose(M["bump_steer"], np.degrees(np.diff(curve["toe"], axis=0)[0] / (2 * h)), rtol=1e-4)
     np.testing.assert_allclose(M["camber_gain"], np.degrees(np.diff(curve["camber"], axis=0)[0] / (2 * h)),
