@@ -102,7 +102,9 @@ def _check_axle(model, lin):
     for name in ("block", "dense"):
         S = linsolve.model_solver(model.topology, name)
         xs[name] = jax.jit(lambda lin, b, S=S: S.solve(S.factor(lin, 1e-3), b))(lin, b)
-    MA = np.asarray(blocks.to_dense(pattern, linsolve.block_coefficient_matrix(pattern, lin, 1e-3)))
+    # the oracle's matrices jitted (op by op, the block assembly took most of the test's time)
+    MA = np.asarray(jax.jit(lambda lin: blocks.to_dense(pattern, linsolve.block_coefficient_matrix(pattern, lin, 1e-3)))(
+        lin))
     Mb = np.einsum("mij,mj->mi", np.asarray(lin.M), np.asarray(b).reshape(-1, 6)).reshape(-1)
     for name, x in xs.items():
         res = np.linalg.norm(MA @ np.asarray(x) - Mb) / np.linalg.norm(Mb)
@@ -110,9 +112,12 @@ def _check_axle(model, lin):
     np.testing.assert_allclose(xs["block"], xs["dense"], rtol=1e-8, atol=1e-10 * float(jnp.abs(xs["dense"]).max()))
     # A itself (eq. 11) from the dense Jacobians J = Minv G
     from kernels.dynamics import Linearisation
-    J_r = np.asarray(blocks.to_dense(pattern, jnp.einsum("sij,sjk->sik", lin.Minv[pattern.rows], lin.G_r[:pattern.n])))
-    J_v = np.asarray(blocks.to_dense(pattern, jnp.einsum("sij,sjk->sik", lin.Minv[pattern.rows], lin.G_v[:pattern.n])))
-    A = linsolve.dense_coefficient_matrix(Linearisation(lin.q, J_r, J_v, None, lin.K), 1e-3)
+    @jax.jit
+    def dense_A(lin):
+        J_r = blocks.to_dense(pattern, jnp.einsum("sij,sjk->sik", lin.Minv[pattern.rows], lin.G_r[:pattern.n]))
+        J_v = blocks.to_dense(pattern, jnp.einsum("sij,sjk->sik", lin.Minv[pattern.rows], lin.G_v[:pattern.n]))
+        return linsolve.dense_coefficient_matrix(Linearisation(lin.q, J_r, J_v, None, lin.K), 1e-3)
+    A = dense_A(lin)
     np.testing.assert_allclose(np.asarray(A) @ np.asarray(xs["block"]), np.asarray(b), rtol=0,
                                atol=1e-9 * float(jnp.abs(b).max()))
 
@@ -181,7 +186,9 @@ def test_float32_block_solver_is_float32_accurate_and_returns_float64(dw_model, 
     S = linsolve.model_solver(dw_model.topology, "block32")
     x = jax.jit(lambda lin, b: S.solve(S.factor(lin, 1e-3), b))(lin, b)
     assert x.dtype == jnp.float64
-    MA = np.asarray(blocks.to_dense(pattern, linsolve.block_coefficient_matrix(pattern, lin, 1e-3)))
+    # the oracle's matrices jitted (op by op, the block assembly took most of the test's time)
+    MA = np.asarray(jax.jit(lambda lin: blocks.to_dense(pattern, linsolve.block_coefficient_matrix(pattern, lin, 1e-3)))(
+        lin))
     Mb = np.einsum("mij,mj->mi", np.asarray(lin.M), np.asarray(b).reshape(-1, 6)).reshape(-1)
     res = np.linalg.norm(MA @ np.asarray(x) - Mb) / np.linalg.norm(Mb)
     x64 = np.linalg.solve(MA, Mb)

@@ -224,8 +224,8 @@ def test_model_system_K_is_the_velocity_jacobian_of_the_rates():
     rng = np.random.default_rng(3)
     r = (model.r_design + jnp.asarray(np.hstack([rng.normal(0, 0.01, (2, 3)), rng.normal(0, 0.5, (2, 3))]))).reshape(-1)
     v = jnp.asarray(rng.normal(size=12))
-    K = np.asarray(sysm.linearise(r, v, jnp.zeros(12)).K)
-    dK = np.asarray(jax.jacfwd(sysm.rates, argnums=1)(r, v)).reshape(2, 6, 2, 6)
+    K = np.asarray(jax.jit(sysm.linearise)(r, v, jnp.zeros(12)).K)     # jitted: op by op it took 20 s
+    dK = np.asarray(jax.jit(jax.jacfwd(sysm.rates, argnums=1))(r, v)).reshape(2, 6, 2, 6)
     for i in range(2):
         np.testing.assert_allclose(K[i], dK[i, :, i, :], rtol=1e-13, atol=1e-15)
         assert np.all(dK[i, :, 1 - i, :] == 0)

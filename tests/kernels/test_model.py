@@ -98,11 +98,17 @@ def test_equilibrium_is_mirror_symmetric_and_near_design(dw_model, dw_equilibriu
     np.testing.assert_allclose(np.asarray(t0), [0, 0], atol=1e-12)
 
 
-def test_equilibrium_failure_is_reported_not_raised(dw_model):
-    from kernels.statics import static_equilibrium
-    u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
-    eq = jax.jit(static_equilibrium, static_argnames=("max_iter",))(dw_model, u, max_iter=1)
-    assert not bool(eq.converged) and int(eq.iterations) == 1
+def test_equilibrium_failure_is_reported_not_raised(dw_model, dw_equilibrium):
+    """An equilibrium that cannot be found (a wheel load of 10^9 N: the Newton
+    steps are bounded, so the iteration walks and runs out of iterations)
+    comes back with converged = False after max_iter iterations, not as an
+    exception - with the program compiled for dw_equilibrium (a second
+    compilation of the double wishbone's Newton solver took 24 s)."""
+    from kernels.statics import equilibrium
+    u = jnp.zeros((2, 6)).at[:, 2].set(1e9)
+    eq = equilibrium(dw_model, u)
+    assert not bool(eq.converged) and int(eq.iterations) == 60
+    assert bool(dw_equilibrium.converged)
 
 
 def test_builtin_element_groups_and_shared_names(dw_model):
