@@ -74,7 +74,7 @@ def test_static_equilibrium_force_balance(dw_model, dw_equilibrium, step_excitat
     model, eq = dw_model, dw_equilibrium
     assert bool(eq.converged)
     u = loads.u_at(step_excitation, 4.9)
-    on_chassis = metrics.chassis_reaction(model, eq.r, jnp.zeros_like(eq.r))
+    on_chassis = jax.jit(metrics.chassis_reaction)(model, eq.r, jnp.zeros_like(eq.r))   # jitted: op by op ~10 s
     weight = jnp.sum(model.mass) * model.gravity
     expected = jnp.sum(u[:, :3], 0) + weight
     np.testing.assert_allclose(on_chassis, expected, rtol=0,

@@ -2,6 +2,7 @@
 counts and topology of method.md section 1, static equilibrium checked by an
 independent force and moment balance, and the longitudinal step against the
 Radau reference (method.md section 3)."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_static_equilibrium_force_and_moment_balance(ml_model, ml_equilibrium, s
     assert bool(eq.converged)
     r = np.asarray(eq.r)
     u = np.asarray(loads.u_at(step_excitation, 4.9))
-    out = np.asarray(metrics.bushing_forces(model, eq.r, jnp.zeros_like(eq.r)))
+    out = np.asarray(jax.jit(metrics.bushing_forces)(model, eq.r, jnp.zeros_like(eq.r)))   # jitted: op by op ~10 s
     pos1 = np.asarray(model.bu_pos1)
     m = topo.n_bodies
     force, moment = np.zeros(3), np.zeros(3)   # of the body (chassis) on the axle, about the origin
@@ -98,7 +99,7 @@ def test_static_equilibrium_force_and_moment_balance(ml_model, ml_equilibrium, s
     np.testing.assert_allclose(moment + moment_ext, 0.0, atol=1e-6 * scale * 1.0)  # 1 m lever
     # the chassis reaction of the kernels' element groups agrees, and the
     # vertical balance is wheel loads minus the axle weight
-    np.testing.assert_allclose(metrics.chassis_reaction(model, eq.r, jnp.zeros_like(eq.r)),
+    np.testing.assert_allclose(jax.jit(metrics.chassis_reaction)(model, eq.r, jnp.zeros_like(eq.r)),
                                -force, atol=1e-6 * scale)
     assert abs(-force[2] - (10000.0 - 9.81 * mass.sum())) < 1e-6 * scale
 
