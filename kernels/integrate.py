@@ -70,7 +70,20 @@ class System(NamedTuple):
     its rate, ``events()`` the array of the times at which the input
     switches (a function, so that a System stays hashable: a static
     argument of ``jax.jit``; jittable). Without them (None: a smooth input, e.g. the analytic test
-    problems) the loop reads ``u(t)`` and ``du(t)``."""
+    problems) the loop reads ``u(t)`` and ``du(t)``.
+
+    State events (switching force laws: a stop with a clearance, Coulomb
+    friction; :func:`simulate`, "State events"): the system carries a
+    discrete state z (a pytree of arrays: the mode of every switching law
+    and what it remembers, e.g. a stick anchor) with which its right-hand
+    side is smooth. ``event_state0(r, v) -> z`` is the mode that fits a
+    state; ``event_roots(r, v, z) -> phi`` (n_roots,) the root functions,
+    signed so that phi < 0 while the mode z fits and phi > 0 once it does
+    not (a contact closed, a sliding velocity reversed); ``event_switch(r, v,
+    z, fired) -> z`` the discrete state after the roots marked in ``fired``
+    (bool, (n_roots,)) have crossed; ``bind(z) -> System`` the system whose
+    ``q`` and ``linearise`` use the laws of mode z (everything else the
+    same). All four None: no state events."""
     linearise: Callable
     q: Callable
     rates: Callable
@@ -81,6 +94,14 @@ class System(NamedTuple):
     u_one_sided: Optional[Callable] = None
     du_one_sided: Optional[Callable] = None
     events: Optional[Callable] = None
+    event_state0: Optional[Callable] = None
+    event_roots: Optional[Callable] = None
+    event_switch: Optional[Callable] = None
+    bind: Optional[Callable] = None
+
+    @property
+    def has_state_events(self) -> bool:
+        return self.event_roots is not None
 
 
 class Trajectory(NamedTuple):
@@ -90,6 +111,9 @@ class Trajectory(NamedTuple):
     r: jax.Array         # final state
     v: jax.Array
     max_error: jax.Array  # largest error_norm of any step (0 without an embedded method)
+    n_events: Any = None  # number of state events located (None: a system without state events)
+    event_overflow: Any = None  # True where a step needed more than EVENT_MAX_ITER event iterations
+    event_state: Any = None  # the discrete state z at the end (the mode of every switching law)
 
 
 @runtime_checkable
@@ -297,6 +321,14 @@ def events_inside_steps(events, t0, h, n_steps) -> bool:
     return bool(inside.any())
 
 
+# State events (simulate, "State events"): the located event time is exact to
+# EVENT_TOL seconds (the bracket width of the root of the re-stepped root
+# functions); a step that needs more than EVENT_MAX_ITER iterations (each one
+# sub-step of the method) flags the variant (non-finite state).
+EVENT_TOL = 1e-12
+EVENT_MAX_ITER = 64
+
+
 def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples, every=1,
              relinearise_every=1, output_fn=None, error_norm=None, checkpoint_block=None):
     """Integrate from (r0, v0) at t0 with the fixed step h and sample every
@@ -322,63 +354,169 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
     the carried linearisation stay those of the fixed step. Where the
     events, t0 and h are concrete and every event is on the step grid (the
     usual load case), no split is traced at all.
+
+    State events (``system.event_roots``; the SIMPACK way of root
+    functions: locate, restart, switch): the discrete state z starts as
+    ``event_state0(r0, v0)`` and every step is taken with the laws of the
+    mode z. When a root function is positive at the end of the step (the
+    mode no longer fits), the step is taken again from its start with
+    shorter sub-steps of the same method to locate the earliest crossing
+    of max_i phi_i (Illinois regula falsi on the re-stepped state, bracket
+    to :data:`EVENT_TOL` s); the state just after the crossing is kept, z
+    switched (``event_switch``) and the rest of the step integrated with
+    the new laws - again with location, should another root cross. Every
+    sub-step starts anew (linearised at its start), so a method's order is
+    kept through the event: no step straddles a kink or jump of the force
+    law. Under ``vmap`` the location is a ``while_loop`` whose iterations
+    (one sub-step each) run only in steps where some variant of the batch
+    has an event; a variant without one keeps its own step (its lanes
+    idle in those iterations). ``Trajectory.n_events`` counts the located
+    events; a step that needs more than :data:`EVENT_MAX_ITER` iterations
+    sets ``event_overflow`` and a NaN state (the sweep flags the variant).
     """
     output_fn = output_fn or (lambda r, v, t: {"r": r, "v": v})
     N = int(relinearise_every)
     track = error_norm is not None and method.b_hat is not None
-    hg = h * method.gamma
     events = system.events() if system.u_one_sided is not None and system.events is not None else None
     if events is not None and not events_inside_steps(events, t0, h, (n_samples - 1) * every):
         events = None                 # every event on the step grid: no step to split, no cond traced
+    stateful = system.has_state_events
 
-    def relin(r, v, t, h_step=h):
-        u_fn, _ = input_of_step(system, t, h_step)
-        lin = system.linearise(r, v, u_fn(t))
-        return lin, system.solver.factor(lin, h_step * method.gamma), lin.q
+    def bound(z):
+        return system.bind(z) if stateful else system
 
-    def whole_step(carry, t):
-        r, v, lin, fac, emax, k = carry
-        if N == 1:
-            lin, fac, q1 = relin(r, v, t)
-        else:
-            lin, fac, q1 = jax.lax.cond(
-                k % N == 0, lambda: relin(r, v, t),
-                lambda: (lin, fac, system.q(r, v, input_of_step(system, t, h)[0](t))))
-        r_new, v_new, err = step(method, system, lin, fac, q1, r, v, t, h)
-        if track:
-            emax = jnp.maximum(emax, error_norm(err[0], err[1], r_new, v_new))
-        return r_new, v_new, lin, fac, emax, k
+    def relin(sysz, r, v, t, h_step):
+        u_fn, _ = input_of_step(sysz, t, h_step)
+        lin = sysz.linearise(r, v, u_fn(t))
+        return lin, sysz.solver.factor(lin, h_step * method.gamma), lin.q
 
-    def split_step(carry, t):
-        """The step cut at the events inside it: sub-steps between the sorted
-        cut points (events outside the step clip to its ends and give
-        sub-steps of zero length, which leave the state as it is)."""
-        r, v, lin, fac, emax, k = carry
-        cuts = jnp.concatenate([t[None], jnp.sort(jnp.clip(events, t, t + h)), (t + h)[None]])
+    def err_max(emax, err, r_new, v_new, moved=True):
+        if not track:
+            return emax
+        return jnp.where(moved, jnp.maximum(emax, error_norm(err[0], err[1], r_new, v_new)), emax)
+
+    def advance(sysz, r, v, emax, a, b):
+        """From (r, v) at a to b with fresh linearisations: one sub-step, or
+        one per piece between the time events inside [a, b]."""
+        if events is None:
+            hs = b - a
+            lin, fac, q1 = relin(sysz, r, v, a, hs)
+            r_new, v_new, err = step(method, sysz, lin, fac, q1, r, v, a, hs)
+            return r_new, v_new, err_max(emax, err, r_new, v_new)
+        cuts = jnp.concatenate([a[None], jnp.sort(jnp.clip(events, a, b)), b[None]])
 
         def sub(state, ends):
             r, v, emax = state
-            a, b = ends
-            hs = b - a
-            lin_s, fac_s, q1 = relin(r, v, a, hs)
-            r_new, v_new, err = step(method, system, lin_s, fac_s, q1, r, v, a, hs)
-            moved = hs > 0
-            if track:
-                emax = jnp.where(moved, jnp.maximum(emax, error_norm(err[0], err[1], r_new, v_new)), emax)
-            return (jnp.where(moved, r_new, r), jnp.where(moved, v_new, v), emax), None
+            a_, b_ = ends
+            hs = b_ - a_
+            lin, fac, q1 = relin(sysz, r, v, a_, hs)
+            r_new, v_new, err = step(method, sysz, lin, fac, q1, r, v, a_, hs)
+            moved = hs > 0        # a cut outside [a, b] clips to an end: a piece of length 0
+            return (jnp.where(moved, r_new, r), jnp.where(moved, v_new, v),
+                    err_max(emax, err, r_new, v_new, moved)), None
         (r, v, emax), _ = jax.lax.scan(sub, (r, v, emax), (cuts[:-1], cuts[1:]))
-        return r, v, lin, fac, emax, k
+        return r, v, emax
+
+    def whole_step(sysz, r, v, lin, fac, emax, k, t):
+        if N == 1:
+            lin, fac, q1 = relin(sysz, r, v, t, h)
+        else:
+            lin, fac, q1 = jax.lax.cond(
+                k % N == 0, lambda: relin(sysz, r, v, t, h),
+                lambda: (lin, fac, sysz.q(r, v, input_of_step(sysz, t, h)[0](t))))
+        r_new, v_new, err = step(method, sysz, lin, fac, q1, r, v, t, h)
+        return r_new, v_new, lin, fac, err_max(emax, err, r_new, v_new)
+
+    def split_step(sysz, r, v, lin, fac, emax, k, t):
+        """The step cut at the time events inside it (events outside the
+        step clip to its ends: sub-steps of zero length)."""
+        r, v, emax = advance(sysz, r, v, emax, t, t + h)
+        return r, v, lin, fac, emax
+
+    def phi_max(r, v, z):
+        return jnp.max(system.event_roots(r, v, z))
+
+    def state_events(r, v, z, emax, t, r1, v1, n_ev):
+        """Locate and switch the state events of the step [t, t + h] whose
+        end (r1, v1) no longer fits the mode z (module doc)."""
+        tb = t + h
+        f1 = phi_max(r1, v1, z)
+        # loop state: start of the rest of the step (ta, ra, va, z), the
+        # bracket [lo, hi] of the earliest crossing from ta (f(lo) <= 0 < f(hi),
+        # the state at hi), the Illinois side memory, done flag, counters
+        init = dict(ta=t, ra=r, va=v, z=z, lo=t, hi=tb, flo=phi_max(r, v, z), fhi=f1,
+                    rhi=r1, vhi=v1, side=jnp.zeros((), jnp.int32), done=~(f1 > 0),
+                    it=jnp.zeros((), jnp.int32), n=n_ev, emax=emax)
+
+        def cond(s):
+            return ~s["done"] & (s["it"] < EVENT_MAX_ITER)
+
+        def body(s):
+            located = (s["hi"] - s["lo"]) <= EVENT_TOL
+            # located: switch at hi and integrate the rest of the step with the new mode
+            fired = system.event_roots(s["rhi"], s["vhi"], s["z"]) > 0
+            z_new = system.event_switch(s["rhi"], s["vhi"], s["z"], fired)
+            z_use = jax.tree_util.tree_map(lambda a, b: jnp.where(located, a, b), z_new, s["z"])
+            ta = jnp.where(located, s["hi"], s["ta"])
+            ra = jnp.where(located, s["rhi"], s["ra"])
+            va = jnp.where(located, s["vhi"], s["va"])
+            # otherwise: Illinois trial inside the bracket (bisection if degenerate)
+            lo, hi, flo, fhi = s["lo"], s["hi"], s["flo"], s["fhi"]
+            tau = hi - fhi * (hi - lo) / (fhi - flo)
+            w = hi - lo
+            ok = jnp.isfinite(tau) & (tau > lo + 1e-3 * w) & (tau < hi - 1e-3 * w)
+            tau = jnp.where(ok, tau, 0.5 * (lo + hi))
+            tau = jnp.where(w <= 4 * EVENT_TOL, 0.5 * (lo + hi), tau)
+            target = jnp.where(located, tb, tau)
+            r_t, v_t, emax = advance(bound(z_use), ra, va, s["emax"], ta, target)
+            f_t = phi_max(r_t, v_t, z_use)
+            # bookkeeping after a switch: a new bracket [ta, tb] or done
+            after = dict(ta=ta, ra=ra, va=va, z=z_use, lo=ta, hi=tb,
+                         flo=phi_max(ra, va, z_use), fhi=f_t, rhi=r_t, vhi=v_t,
+                         side=jnp.zeros((), jnp.int32), done=~(f_t > 0))
+            # bookkeeping of a trial: shrink the bracket (Illinois: halve the
+            # kept end's value when the same end is kept twice)
+            up = f_t > 0                      # the crossing is before tau: tau is the new hi
+            side = jnp.where(up, 1, -1).astype(jnp.int32)
+            flo_i = jnp.where(~up & (s["side"] == -1), flo, jnp.where(up & (s["side"] == 1), 0.5 * flo, flo))
+            fhi_i = jnp.where(~up & (s["side"] == -1), 0.5 * fhi, fhi)
+            trial = dict(ta=s["ta"], ra=s["ra"], va=s["va"], z=s["z"],
+                         lo=jnp.where(up, lo, tau), hi=jnp.where(up, tau, hi),
+                         flo=jnp.where(up, flo_i, f_t), fhi=jnp.where(up, f_t, fhi_i),
+                         rhi=jnp.where(up, r_t, s["rhi"]), vhi=jnp.where(up, v_t, s["vhi"]),
+                         side=side, done=jnp.zeros((), bool))
+            out = jax.tree_util.tree_map(lambda a, b: jnp.where(located, a, b), after, trial)
+            out.update(it=s["it"] + 1, n=s["n"] + located.astype(s["n"].dtype), emax=emax)
+            return out
+
+        s = jax.lax.while_loop(cond, body, init)
+        return _result(s, r1, v1, ~s["done"])
+
+    def _result(s, r1, v1, overflow):
+        # the loop ends with done = True: the state at tb is rhi/vhi after a
+        # switch, or the first try (r1, v1) when nothing fired
+        bad = jnp.where(overflow, jnp.nan, 0.0)
+        fired_any = s["it"] > 0
+        r_end = jnp.where(fired_any, s["rhi"], r1) + bad
+        v_end = jnp.where(fired_any, s["vhi"], v1) + bad
+        return r_end, v_end, s["z"], s["emax"], s["n"], overflow
 
     def one_step(carry, k):
+        r, v, lin, fac, emax, z, n_ev, over = carry
         t = t0 + k * h
-        carry = (*carry, k)
+        sysz = bound(z)
         if events is None:
-            out = whole_step(carry, t)
+            out = whole_step(sysz, r, v, lin, fac, emax, k, t)
         else:
             from kernels.loads import STEP_TOL
             inside = jnp.any((events > t + STEP_TOL) & (events < t + h - STEP_TOL))
-            out = jax.lax.cond(inside, split_step, whole_step, carry, t)
-        return out[:5], None
+            out = jax.lax.cond(inside, lambda *a: split_step(sysz, *a), lambda *a: whole_step(sysz, *a),
+                               r, v, lin, fac, emax, k, t)
+        r1, v1, lin, fac, emax = out
+        if stateful:
+            r1, v1, z, emax, n_ev, ov = state_events(r, v, z, emax, t, r1, v1, n_ev)
+            over = over | ov
+        return (r1, v1, lin, fac, emax, z, n_ev, over), None
 
     def sample_block(carry, i):
         ks = i * every + jnp.arange(every)
@@ -386,8 +524,10 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
         t = t0 + (i + 1) * every * h
         return carry, output_fn(carry[0], carry[1], t)
 
-    lin0, fac0, _ = relin(r0, v0, t0)
-    carry0 = (r0, v0, lin0, fac0, jnp.zeros((), r0.dtype))
+    z0 = system.event_state0(r0, v0) if stateful else jnp.zeros((), r0.dtype)
+    lin0, fac0, _ = relin(bound(z0), r0, v0, t0, h)
+    carry0 = (r0, v0, lin0, fac0, jnp.zeros((), r0.dtype), z0, jnp.zeros((), jnp.int32),
+              jnp.zeros((), bool))
     out0 = output_fn(r0, v0, t0)
     n = n_samples - 1
     if checkpoint_block:
@@ -404,4 +544,6 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
         carry, outs = jax.lax.scan(sample_block, carry0, jnp.arange(n))
     outputs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b], 0), out0, outs)
     times = t0 + jnp.arange(n_samples) * every * h
+    if stateful:
+        return Trajectory(times, outputs, carry[0], carry[1], carry[4], carry[6], carry[7], carry[5])
     return Trajectory(times, outputs, carry[0], carry[1], carry[4])
