@@ -157,6 +157,12 @@ def bushing_params(model):
 # ----------------------------------------------------------------------------- P2P
 
 DAMPER_BLEND = 1e-3  # m/s, width of the compression/rebound factor blend
+# the discrete state of the switching laws as built (kernels.model): every
+# analysis without state events (statics, K&C, modes) sees a stop's smooth
+# law (force by the sign of the penetration) and no friction force
+CONTACT_AUTO = -1.0
+SLIP_OFF = 2.0
+STICK_VELOCITY = 1e-6  # m/s: a damper with friction slower than this at the start is stuck
 
 def p2p_tension(prm, x1, x2):
     """Tension T [N] (> 0 pulls the markers together), length L [m], rate dL/dt [m/s]."""
@@ -187,7 +193,69 @@ def p2p_law(prm, L, Ldot):
     # force at 1 mm/s
     w = 0.5 * (1.0 + jnp.tanh(Ldot / DAMPER_BLEND))
     damp = damp * (prm["c_scale"][0] + (prm["c_scale"][1] - prm["c_scale"][0]) * w)
-    return damp - push
+    # a stop's switching law (kernels.model._p2p_law): in contact the curve
+    # continued linearly through engagement, free 0, AUTO (< 0) by the sign
+    pen = stop_penetration(prm, L)
+    push_contact = push + prm["engage_sign"] * prm["k_scale"] * prm["k0"] * jnp.minimum(pen, 0.0)
+    contact = prm["contact"]
+    push = jnp.where(contact < 0, push, contact * push_contact)
+    return damp - push + friction_tension(prm, L, Ldot)
+
+
+def stop_penetration(prm, L):
+    """Penetration of a stop beyond its clearance [m] (> 0: engaged): L_e - L
+    for a bump stop, L - L_e for a rebound stop (0 for other kinds)."""
+    return prm["engage_sign"] * (prm["engage"] - L)
+
+
+def friction_tension(prm, L, Ldot):
+    """Coulomb friction of a damper as a tension [N] (kernels.model._p2p_friction):
+    sliding F_c * slip, stuck k_s (L - anchor) + c_s dL/dt, SLIP_OFF 0;
+    the regularised law F_c tanh(dL/dt / v_reg) whatever the mode."""
+    slip = prm["slip"]
+    stick = prm["friction_k"] * (L - prm["anchor"]) + prm["friction_c"] * Ldot
+    switching = jnp.where(slip == SLIP_OFF, 0.0, jnp.where(slip == 0.0, stick, prm["friction"] * slip))
+    v_reg = prm["friction_v"]
+    regular = prm["friction"] * jnp.tanh(Ldot / jnp.where(v_reg > 0, v_reg, 1.0))
+    return jnp.where(v_reg > 0, regular, switching)
+
+
+def p2p_root(prm, L, Ldot, contact_event):
+    """Root function of a switching P2P law (kernels.integrate, "State
+    events"): < 0 while the mode fits, > 0 once it does not. A stop
+    (``contact_event``): the penetration while free, minus it in contact.
+    Friction: -slip * dL/dt while sliding (the sliding velocity reverses),
+    |stick tension| - F_c while stuck."""
+    pen = stop_penetration(prm, L)
+    contact = jnp.where(prm["contact"] == 1.0, -pen, pen)
+    slip = prm["slip"]
+    stick = prm["friction_k"] * (L - prm["anchor"]) + prm["friction_c"] * Ldot
+    friction = jnp.where(slip == 0.0, jnp.abs(stick) - prm["friction"], -slip * Ldot)
+    return jnp.where(contact_event, contact, friction)
+
+
+def p2p_switch(prm, L, Ldot, contact_event, fired):
+    """The discrete state (contact, slip, anchor) of one switching P2P law
+    after its root has crossed (``fired``): a stop engages / releases; a
+    sliding damper sticks, relaxed at the current length (anchor = L); a
+    stuck one slides in the direction of its stick tension."""
+    contact, slip, anchor = prm["contact"], prm["slip"], prm["anchor"]
+    stick = prm["friction_k"] * (L - anchor) + prm["friction_c"] * Ldot
+    new_contact = jnp.where(contact_event, 1.0 - contact, contact)
+    new_slip = jnp.where(contact_event, slip, jnp.where(slip == 0.0, jnp.sign(stick), 0.0))
+    new_anchor = jnp.where(contact_event | (slip == 0.0), anchor, L)
+    return (jnp.where(fired, new_contact, contact), jnp.where(fired, new_slip, slip),
+            jnp.where(fired, new_anchor, anchor))
+
+
+def p2p_mode0(prm, L, Ldot, contact_event):
+    """The discrete state that fits a state (L, dL/dt): a stop engaged where
+    it penetrates; a damper with friction sliding with sign(dL/dt) where it
+    moves, else stuck and relaxed (anchor = L)."""
+    contact = jnp.where(stop_penetration(prm, L) > 0, 1.0, 0.0)
+    slip = jnp.where(jnp.abs(Ldot) > STICK_VELOCITY, jnp.sign(Ldot), 0.0)
+    return (jnp.where(contact_event, contact, prm["contact"]),
+            jnp.where(contact_event, prm["slip"], slip), L)
 
 
 def p2p_element(prm, x1, x2):
@@ -201,7 +269,11 @@ def p2p_params(model):
     return {"pos1": model.pp_pos1, "pos2": model.pp_pos2, "length": model.pp_length,
             "k": model.pp_k, "preload": model.pp_preload, "c": model.pp_c,
             "kc": model.pp_k_curve, "cc": model.pp_c_curve,
-            "k_scale": model.pp_k_scale, "c_scale": model.pp_c_scale}
+            "k_scale": model.pp_k_scale, "c_scale": model.pp_c_scale,
+            "engage": model.pp_engage, "engage_sign": model.pp_engage_sign, "k0": model.pp_k0,
+            "friction": model.pp_friction, "friction_k": model.pp_friction_k,
+            "friction_c": model.pp_friction_c, "friction_v": model.pp_friction_v,
+            "contact": model.pp_contact, "slip": model.pp_slip, "anchor": model.pp_anchor}
 
 
 # ----------------------------------------------------------------------------- analytic bushing Jacobian

@@ -23,7 +23,8 @@ the design position (x forward, y left, z up; m).
              interpolation choice means; default pchip).
 ``p2p``      index, name, marker_1, marker_2, kind (spring | damper |
              bump_stop | rebound_stop), and the law parameters documented at
-             :func:`_p2p_law`.
+             :func:`_p2p_law`; stops: ``law`` (smooth | switching), dampers:
+             ``friction`` (:func:`_p2p_friction`).
 other        a registered element group's section (``kernels.forces.GROUPS``,
              its ``table_key``): index, name, marker_1, marker_2 and the
              group's own fields (checked by its ``validate``).
@@ -52,6 +53,12 @@ from kernels.names import DIRECTIONS, SIDES
 __all__ = ["DIRECTIONS", "P2P_KINDS", "GROUND", "ModelError", "Topology", "Model",
            "validate_tables", "build_model", "export_tables", "cast_floats"]
 P2P_KINDS = ("spring", "damper", "bump_stop", "rebound_stop")
+STOP_LAWS = ("smooth", "switching")
+FRICTION_LAWS = ("switching", "regularised")
+FRICTION_KEYS = ("force", "law", "stiffness", "damping", "velocity")
+# the discrete state of the switching laws as built (Model.pp_contact,
+# Model.pp_slip): kernels.forces
+CONTACT_AUTO, SLIP_OFF = forces.CONTACT_AUTO, forces.SLIP_OFF
 GROUND = 0
 
 
@@ -81,6 +88,10 @@ class Topology:
     p2p_bodies: np.ndarray      # (n_p2p, 2)
     wheel_slots: np.ndarray     # (2,) state slots of left and right wheel
     tables: Any                 # the validated plain tables (exportable)
+    # per P2P element: "contact" (a stop with the switching law), "friction"
+    # (a damper with switching Coulomb friction) or "" - the elements with a
+    # root function (kernels.system: state events)
+    p2p_events: tuple = ()
     # registered (not built-in) element groups the model was built with
     # (kernels.forces.ElementGroup, in registry order) and their elements
     extra_groups: tuple = ()
@@ -114,7 +125,7 @@ class Topology:
         extra = tuple((g, tuple(self.group_names[g.name]), np.asarray(self.group_bodies[g.name]).tobytes())
                       for g in self.extra_groups)
         return (self.name, self.body_names, self.bushing_names, self.p2p_names,
-                self.p2p_kinds, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
+                self.p2p_kinds, self.p2p_events, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
                 self.wheel_slots.tobytes(), extra)
 
     def __hash__(self):
@@ -162,6 +173,19 @@ class Model:
     pp_c_curve: dict           # tension force vs extension rate dL/dt
     pp_k_scale: jax.Array      # (npp,) factor on the elastic force change from s = 0 (rate)
     pp_c_scale: jax.Array      # (npp, 2) factor on the damping force in compression, rebound
+    # switching laws (stops with law: switching; damper friction)
+    pp_engage: jax.Array       # (npp,) length [m] at which a stop engages
+    pp_engage_sign: jax.Array  # (npp,) +1 bump stop (engaged for L < pp_engage), -1 rebound, 0 other
+    pp_k0: jax.Array           # (npp,) stop curve slope at engagement [N/m] (contact-mode continuation)
+    pp_friction: jax.Array     # (npp,) Coulomb friction force [N] (0: none)
+    pp_friction_k: jax.Array   # (npp,) stick stiffness [N/m] (switching law)
+    pp_friction_c: jax.Array   # (npp,) stick damping [N s/m] (switching law)
+    pp_friction_v: jax.Array   # (npp,) regularisation velocity [m/s] (regularised law; 0: switching)
+    # the discrete state of the switching laws (kernels.integrate "State
+    # events"; set by the time loop, the built values for every other analysis)
+    pp_contact: jax.Array      # (npp,) 1 contact, 0 free, CONTACT_AUTO by the sign of the penetration
+    pp_slip: jax.Array         # (npp,) +1 / -1 sliding (sign of dL/dt), 0 stuck, SLIP_OFF no friction force
+    pp_anchor: jax.Array       # (npp,) length [m] at which the stuck friction element is relaxed
     topology: Topology = _field(metadata=dict(static=True))
     # parameter pytrees of the registered element groups, {group name: pytree
     # with leading axis n_group} (kernels.forces.ElementGroup.build)
@@ -364,6 +388,32 @@ def _check_p2p(e, w, m1, m2):
                              f"continuous at engagement (got ({x[0]}, {y[0]}))")
     if "curve" in e and kind in ("spring", "damper"):
         _check_curve(e["curve"], f"{w}.curve")
+    if "law" in e:
+        if kind not in ("bump_stop", "rebound_stop"):
+            raise ModelError(f"{w}.law = {e['law']!r}: only a bump_stop or rebound_stop has a law "
+                             f"({' | '.join(STOP_LAWS)})")
+        if e["law"] not in STOP_LAWS:
+            raise ModelError(f"{w}.law = {e['law']!r} is not one of {', '.join(STOP_LAWS)}")
+    fr = e.get("friction")
+    if fr is not None:
+        if kind != "damper":
+            raise ModelError(f"{w}.friction: only a damper has friction (kind is {kind!r})")
+        if not isinstance(fr, dict):
+            raise ModelError(f"{w}.friction = {fr!r} must be a mapping with 'force' [N]")
+        unknown = sorted(set(fr) - set(FRICTION_KEYS))
+        if unknown:
+            raise ModelError(f"{w}.friction: unknown key {unknown[0]!r} (known: {', '.join(FRICTION_KEYS)})")
+        law = fr.get("law", "switching")
+        if law not in FRICTION_LAWS:
+            raise ModelError(f"{w}.friction.law = {law!r} is not one of {', '.join(FRICTION_LAWS)}")
+        for key in ("force", "stiffness", "damping", "velocity"):
+            if key in fr:
+                val = float(_finite(fr[key], f"{w}.friction.{key}"))
+                if val < 0 or (key in ("stiffness", "velocity") and val == 0):
+                    raise ModelError(f"{w}.friction.{key} = {fr[key]} must be "
+                                     f"{'> 0' if key in ('stiffness', 'velocity') else '>= 0'}")
+        if "force" not in fr:
+            raise ModelError(f"{w}.friction: missing field 'force' (Coulomb force [N])")
 
 
 # --------------------------------------------------------------------------- building
@@ -379,6 +429,12 @@ def _p2p_law(e, length_design):
                     (curve: rebound/extension velocity [m/s] -> force [N])
       bump_stop:    push = curve(s - clearance) for s > clearance, else 0
       rebound_stop: T = curve(-s - clearance) for -s > clearance, else 0
+    A stop's ``law``: ``smooth`` (default) evaluates this by the sign of the
+    penetration in every evaluation (the force has a kink at engagement
+    that a fixed step may straddle); ``switching`` makes engagement and
+    release state events: the time loop locates them (root function: the
+    penetration) and integrates each side with its own smooth law (in
+    contact the curve continued linearly through engagement, free: 0).
     ``length`` (default: design distance of the markers) is L_ref;
     ``seat_offset`` [m] (spring seat / packer adjustment, + = compressed
     further at the design position) adds to it. Curves carry their
@@ -412,6 +468,37 @@ def _p2p_law(e, length_design):
         kcurve = (-(x + cl)[::-1], -y[::-1], ("linear", "constant"), interp)
         k = f0 = 0.0
     return L, k, f0, c, kcurve, ccurve
+
+
+# defaults of the switching friction law [added]: the stuck damper is a stiff
+# spring-damper that holds the rod against the tube (elastic stick, the
+# rod guide and seal compliance): 1e6 N/m (1 mm under 1 kN), damping 2000 N s/m
+# (critically damps 1 kg of rod against that stiffness); regularised law: 1 mm/s
+FRICTION_DEFAULTS = {"stiffness": 1.0e6, "damping": 2.0e3, "velocity": 1.0e-3}
+
+
+def _p2p_friction(e):
+    """(force, stick stiffness, stick damping, regularisation velocity, event)
+    of a P2P row's ``friction`` (dampers only):
+
+      friction: {force: F_c [N], law: switching | regularised,
+                 stiffness: [N/m], damping: [N s/m], velocity: [m/s]}
+
+    switching (default): while sliding the tension is F_c sign(dL/dt) (the
+    sign held as the mode of the law); when dL/dt crosses zero the damper
+    sticks: a spring-damper (``stiffness``, ``damping``) anchored at the
+    length where it stuck, until its force reaches F_c and it slides again
+    in that direction - both switches are state events (root functions),
+    located by the time loop. regularised: F_c tanh((dL/dt) / velocity),
+    smooth, no events (the stiffness of the law grows as F_c / velocity).
+    Defaults: :data:`FRICTION_DEFAULTS`."""
+    fr = e.get("friction")
+    if not fr:
+        return 0.0, 0.0, 0.0, 0.0, ""
+    get = lambda key: float(fr.get(key, FRICTION_DEFAULTS[key]))  # noqa: E731
+    if fr.get("law", "switching") == "regularised":
+        return float(fr["force"]), 0.0, 0.0, get("velocity"), ""
+    return float(fr["force"]), get("stiffness"), get("damping"), 0.0, "friction"
 
 
 def _tables_to_arrays(specs, n_knots):
@@ -480,6 +567,8 @@ def build_model(tables) -> Model:
     q1 = np.zeros((npp, 3)); q2 = np.zeros((npp, 3))
     L = np.zeros(npp); pk = np.zeros(npp); pf = np.zeros(npp); pc = np.zeros(npp)
     pkspec, pcspec = [], []
+    engage = np.zeros(npp); esign = np.zeros(npp); k0 = np.zeros(npp)
+    fric = np.zeros((npp, 4)); p2p_events = []
     for i, e in enumerate(pp):
         s1, q1[i], _ = local(e["marker_1"])
         s2, q2[i], _ = local(e["marker_2"])
@@ -487,6 +576,17 @@ def build_model(tables) -> Model:
         Ld = np.linalg.norm(np.subtract(markers[e["marker_2"]]["position"],
                                         markers[e["marker_1"]]["position"]))
         L[i], pk[i], pf[i], pc[i], kc, cc = _p2p_law(e, Ld)
+        event = ""
+        if e["kind"] in ("bump_stop", "rebound_stop"):
+            cl = float(e.get("clearance") or 0.0)
+            esign[i] = 1.0 if e["kind"] == "bump_stop" else -1.0
+            engage[i] = L[i] - esign[i] * cl
+            cv = e["curve"]
+            k0[i] = curves.hermite_table(cv["x"], cv["y"], interpolation=cv.get(
+                "interpolation", "pchip"))["coef"][1][1]
+            event = "contact" if e.get("law", "smooth") == "switching" else ""
+        *fric[i], fevent = _p2p_friction(e)
+        p2p_events.append(event or fevent)
         pkspec.append(kc); pcspec.append(cc)
 
     all_specs = [s for row in kspec + cspec for s in row] + pkspec + pcspec
@@ -520,6 +620,7 @@ def build_model(tables) -> Model:
         bushing_bodies=bu_bodies,
         p2p_names=tuple(e["name"] for e in pp),
         p2p_kinds=tuple(e["kind"] for e in pp),
+        p2p_events=tuple(p2p_events),
         p2p_bodies=pp_bodies,
         wheel_slots=np.array([slot[wheels["left"]], slot[wheels["right"]]]),
         tables=tables,
@@ -539,6 +640,10 @@ def build_model(tables) -> Model:
         pp_c=f(pc), pp_k_curve=tree(_tables_to_arrays(pkspec, n_knots)),
         pp_c_curve=tree(_tables_to_arrays(pcspec, n_knots)),
         pp_k_scale=f(np.ones(npp)), pp_c_scale=f(np.ones((npp, 2))),
+        pp_engage=f(engage), pp_engage_sign=f(esign), pp_k0=f(k0),
+        pp_friction=f(fric[:, 0]), pp_friction_k=f(fric[:, 1]), pp_friction_c=f(fric[:, 2]),
+        pp_friction_v=f(fric[:, 3]),
+        pp_contact=f(np.full(npp, CONTACT_AUTO)), pp_slip=f(np.full(npp, SLIP_OFF)), pp_anchor=f(L),
         topology=topo, elements=elements,
     )
 

@@ -11,7 +11,10 @@ f(r, v) = (K(r) v, q(r, v, u(t))),
 (including the dK/dr term that the linear-implicit methods neglect),
 sampled on the fixed-step methods' output times. The integration is split
 at the switching times of the excitation (steps, ramp corners), so that no
-step straddles a discontinuity of u or du/dt.
+step straddles a discontinuity of u or du/dt, and at the state events of
+switching force laws (the same root functions as the fixed-step loop,
+:class:`kernels.integrate.System`: scipy's terminal ``events``, restarted
+with the switched laws).
 
 Two entry points:
 
@@ -87,27 +90,70 @@ def _atol(n, atol_coordinates, atol_speeds):
     return np.concatenate([np.full(n, atol_coordinates), np.full(n, atol_speeds)])
 
 
-def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol):
+def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
     """Radau from y at t_eval[0] to t_eval[-1], split at the switching times
-    inside; returns (ys (nt, ny) at t_eval, None) or (partial ys, the
-    message of the failed segment)."""
+    inside; returns (ys (nt, ny) at t_eval, None, n_events) or (partial ys,
+    the message of the failed segment, n_events).
+
+    ``state_events = (roots, switch, z)``: the discrete state z of the
+    switching laws (:class:`kernels.integrate.System`): ``fn(t, y, z)``,
+    ``jn(t, y, z)``, ``roots(y, z) -> (n_roots,)``, ``switch(y, z, fired)
+    -> z``; every root is a terminal scipy event (a crossing from < 0 to
+    > 0), after which the integration restarts at the located time with
+    the switched z."""
     t0, t1 = float(t_eval[0]), float(t_eval[-1])
     cuts = [t for t in switch_times if t0 < t < t1]
     bounds = [t0] + cuts + [t1]
     ys = np.full((len(t_eval), y.size), np.nan)
+    z, n_events = (None, 0) if state_events is None else (state_events[2], 0)
     for a, b in zip(bounds[:-1], bounds[1:]):
         last = b == t1
-        sel = (t_eval >= a - 1e-12) & ((t_eval <= b + 1e-12) if last else (t_eval < b - loads.STEP_TOL))
-        ts = t_eval[sel]
-        # also stop exactly at b to hand the state over to the next segment
-        ts_b = ts if (len(ts) and ts[-1] == b) else np.append(ts, b)
-        sol = solve_ivp(fn, (a, b), y, method="Radau", t_eval=ts_b, rtol=rtol,
-                        atol=atol, jac=jn)
-        if not sol.success:
-            return ys, f"Radau reference failed on [{a}, {b}]: {sol.message}"
-        ys[sel] = sol.y.T[:len(ts)]
-        y = sol.y[:, -1]
-    return ys, None
+        while True:
+            sel = (t_eval >= a - 1e-12) & ((t_eval <= b + 1e-12) if last else (t_eval < b - loads.STEP_TOL))
+            ts = t_eval[sel]
+            # also stop exactly at b to hand the state over to the next segment
+            ts_b = ts if (len(ts) and ts[-1] == b) else np.append(ts, b)
+            if state_events is None:
+                sol = solve_ivp(fn, (a, b), y, method="Radau", t_eval=ts_b, rtol=rtol, atol=atol, jac=jn)
+            else:
+                roots, switch = state_events[:2]
+                cache = {}
+
+                def root_values(y_, z_=z):
+                    key = y_.tobytes()
+                    if key not in cache:
+                        cache.clear()
+                        cache[key] = np.asarray(roots(y_, z_))
+                    return cache[key]
+                n_roots = root_values(y).size
+                events = []
+                for i in range(n_roots):
+                    ev = (lambda t, y_, i=i: root_values(y_)[i])
+                    ev.terminal, ev.direction = True, 1.0
+                    events.append(ev)
+                sol = solve_ivp(lambda t, y_: fn(t, y_, z), (a, b), y, method="Radau", t_eval=ts_b,
+                                rtol=rtol, atol=atol, jac=lambda t, y_: jn(t, y_, z), events=events)
+            if not sol.success:
+                return ys, f"Radau reference failed on [{a}, {b}]: {sol.message}", n_events
+            if sol.status == 1:          # a state event: switch, restart there
+                hit = [i for i, te in enumerate(sol.t_events) if len(te)]
+                t_e = float(sol.t_events[hit[0]][0])
+                y_e = sol.y_events[hit[0]][0]
+                done = (t_eval >= a - 1e-12) & (t_eval <= t_e)
+                done &= sel
+                k = int(done.sum())
+                if k:
+                    ys[np.nonzero(done)[0]] = np.asarray(sol.y).T[:k]
+                fired = np.zeros(n_roots, bool)
+                fired[hit] = True
+                z = switch(y_e, z, fired)
+                n_events += 1
+                y, a = y_e, t_e
+                continue
+            ys[sel] = sol.y.T[:len(ts)]
+            y = sol.y[:, -1]
+            break
+    return ys, None, n_events
 
 
 def solve(model, exc, r0, v0, t_eval, rtol=1e-8, atol_coordinates=1e-10, atol_speeds=1e-8):
@@ -121,8 +167,8 @@ def solve(model, exc, r0, v0, t_eval, rtol=1e-8, atol_coordinates=1e-10, atol_sp
     t_eval = np.asarray(t_eval, float)
     y = np.concatenate([np.asarray(r0).reshape(-1), np.asarray(v0).reshape(-1)])
     n = 6 * m
-    ys, failed = _integrate(fn, jn, y, t_eval, loads.switch_times(exc), rtol,
-                            _atol(n, atol_coordinates, atol_speeds))
+    ys, failed, _ = _integrate(fn, jn, y, t_eval, loads.switch_times(exc), rtol,
+                               _atol(n, atol_coordinates, atol_speeds))
     if failed:
         raise RuntimeError(failed)
     return t_eval, ys[:, :n].reshape(-1, m, 6), ys[:, n:].reshape(-1, m, 6)
@@ -175,18 +221,28 @@ class Radau:
         v0 = jnp.ravel(jnp.asarray(v0))
         n = r0.size
 
-        def f(t, y):
+        stateful = system.has_state_events
+
+        def f(t, y, z):
             r, v = y[:n], y[n:]
-            return jnp.concatenate([system.rates(r, v), system.q(r, v, system.u(t))])
+            sysz = system.bind(z) if stateful else system
+            return jnp.concatenate([sysz.rates(r, v), sysz.q(r, v, system.u(t))])
 
         fj = jax.jit(f)
         jj = jax.jit(jax.jacfwd(f, argnums=1))
-        fn = lambda t, y: np.asarray(fj(t, jnp.asarray(y)))  # noqa: E731
-        jn = lambda t, y: np.asarray(jj(t, jnp.asarray(y)))  # noqa: E731
+        fn = lambda t, y, z=None: np.asarray(fj(t, jnp.asarray(y), z))  # noqa: E731
+        jn = lambda t, y, z=None: np.asarray(jj(t, jnp.asarray(y), z))  # noqa: E731
         t_eval = np.asarray(t0 + np.arange(int(n_samples)) * int(every) * h, float)
         y = np.concatenate([np.asarray(r0, float), np.asarray(v0, float)])
-        ys, failed = _integrate(fn, jn, y, t_eval, tuple(system.switch_times), self.rtol,
-                                _atol(n, self.atol_coordinates, self.atol_speeds))
+        state_events = None
+        if stateful:
+            roots_j = jax.jit(lambda y_, z: system.event_roots(y_[:n], y_[n:], z))
+            switch_j = jax.jit(lambda y_, z, fired: system.event_switch(y_[:n], y_[n:], z, fired))
+            state_events = (lambda y_, z: roots_j(jnp.asarray(y_), z),
+                            lambda y_, z, fired: switch_j(jnp.asarray(y_), z, jnp.asarray(fired)),
+                            system.event_state0(r0, v0))
+        ys, failed, n_events = _integrate(fn, jn, y, t_eval, tuple(system.switch_times), self.rtol,
+                                          _atol(n, self.atol_coordinates, self.atol_speeds), state_events)
         R, V, T = jnp.asarray(ys[:, :n]), jnp.asarray(ys[:, n:]), jnp.asarray(t_eval)
         if failed:
             log.warning(f"{failed} (outputs set to NaN)")
@@ -195,6 +251,9 @@ class Radau:
             outputs = jax.tree_util.tree_map(_nan_like, shapes)
         else:
             outputs = jax.jit(jax.vmap(output_fn))(R, V, T)
+        if stateful:
+            return Trajectory(T, outputs, R[-1], V[-1], jnp.zeros((), R.dtype),
+                              jnp.asarray(n_events, jnp.int32), jnp.asarray(False))
         return Trajectory(T, outputs, R[-1], V[-1], jnp.zeros((), R.dtype))
 
 

@@ -2,10 +2,14 @@
 (:class:`kernels.integrate.System`), so that every method - the fixed-step
 Rosenbrock methods and the Radau reference - integrates the multibody
 model through the same few functions."""
-import jax
+import dataclasses
 
-from kernels import linsolve, loads
-from kernels.dynamics import linearise_blocks, q_fn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from kernels import forces, linsolve, loads
+from kernels.dynamics import linearise_blocks, q_fn, states_with_ground
 from kernels.integrate import System
 from kernels.rotations import coordinate_rates
 
@@ -28,9 +32,27 @@ def model_system(model, exc, solver="block", split_steps=True) -> System:
     ``du_one_sided``, ``events``: :mod:`kernels.loads`). ``split_steps=False``
     leaves the events out: for a caller that knows that every event is on
     the step grid (:func:`kernels.integrate.events_inside_steps`) although
-    the excitation is traced, so that no step split is traced."""
+    the excitation is traced, so that no step split is traced.
+
+    State events: where the model has switching laws (a stop with ``law:
+    switching``, a damper with switching ``friction``;
+    ``Topology.p2p_events``), the system carries their discrete state z =
+    (contact, slip, anchor) of every P2P element (:func:`switching_laws`);
+    a model without them has none (nothing is traced for them)."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
+    m = model.topology.n_bodies
+    system = _bound_system(model, exc, solver, split_steps)
+    if not any(model.topology.p2p_events):
+        return system
+    state0, roots, switch = switching_laws(model)
+    return system._replace(
+        event_state0=state0, event_roots=roots, event_switch=switch,
+        bind=lambda z: _bound_system(dataclasses.replace(
+            model, pp_contact=z[0], pp_slip=z[1], pp_anchor=z[2]), exc, solver, split_steps))
+
+
+def _bound_system(model, exc, solver, split_steps) -> System:
     m = model.topology.n_bodies
     return System(
         linearise=lambda r, v, u: linearise_blocks(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)),
@@ -50,3 +72,42 @@ def _switch_times(exc) -> tuple:
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(exc)):
         return ()
     return tuple(float(t) for t in loads.switch_times(exc))
+
+
+def switching_laws(model):
+    """(state0, roots, switch) of the model's switching P2P laws for
+    :class:`kernels.integrate.System` (its ``event_*`` functions over flat
+    r, v): z = (contact, slip, anchor), each (n_p2p,) - the fields
+    ``pp_contact``, ``pp_slip``, ``pp_anchor`` of the model that
+    ``System.bind`` sets; one root function per switching element
+    (:func:`kernels.forces.p2p_root`), in the order of
+    ``Topology.p2p_events``' non-empty entries."""
+    topo = model.topology
+    m = topo.n_bodies
+    idx = np.array([i for i, ev in enumerate(topo.p2p_events) if ev], int)
+    is_contact = np.array([topo.p2p_events[i] == "contact" for i in idx])
+    bodies = np.asarray(topo.p2p_bodies)[idx]
+    prm_all = forces.p2p_params(model)
+
+    def lengths(r, v, z):
+        prm = jax.tree_util.tree_map(lambda a: a[idx], prm_all)
+        prm.update(contact=z[0][idx], slip=z[1][idx], anchor=z[2][idx])
+        x = states_with_ground(r.reshape(m, 6), v.reshape(m, 6))
+        _, L, Ldot, _ = jax.vmap(forces.p2p_tension)(prm, x[bodies[:, 0]], x[bodies[:, 1]])
+        return prm, L, Ldot
+
+    def state0(r, v):
+        z = (model.pp_contact, model.pp_slip, model.pp_anchor)
+        prm, L, Ldot = lengths(r, v, z)
+        c, sl, an = jax.vmap(forces.p2p_mode0)(prm, L, Ldot, is_contact)
+        return (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
+
+    def roots(r, v, z):
+        prm, L, Ldot = lengths(r, v, z)
+        return jax.vmap(forces.p2p_root)(prm, L, Ldot, is_contact)
+
+    def switch(r, v, z, fired):
+        prm, L, Ldot = lengths(r, v, z)
+        c, sl, an = jax.vmap(forces.p2p_switch)(prm, L, Ldot, is_contact, fired)
+        return (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
+    return state0, roots, switch

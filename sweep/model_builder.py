@@ -225,7 +225,8 @@ BODY = {"mass": ANY, "inertia": ANY, "com": POINT, "euler_deg": ANY, "rods": ANY
 BUSHING = {"bodies": ANY, "at": POINT, "axis": AXIS, "x_hint": ANY, "type": ANY,
            "adjust": {"body": ANY, "direction": AXIS, "distance": ANY}, **CHARACTERISTICS}
 P2P = {"bodies": ANY, "from": POINT, "to": POINT, "kind": ANY, "stiffness": ANY, "preload": ANY,
-       "damping": ANY, "clearance": ANY, "length": ANY, "curve": CURVE, "seat_offset": ANY}
+       "damping": ANY, "clearance": ANY, "length": ANY, "curve": CURVE, "seat_offset": ANY,
+       "law": ANY, "friction": {"force": ANY, "law": ANY, "stiffness": ANY, "damping": ANY, "velocity": ANY}}
 ALIGNMENT = {"toe_deg": ANY, "camber_deg": ANY, "toe_by": ANY, "camber_by": ANY,
              "seat_offset_of": ANY, "wheel_load": ANY}
 
@@ -513,7 +514,7 @@ def build_tables(cfg, source=None) -> dict:
                "marker_1": add_marker(name + "/1", b1, p1, np.eye(3)),
                "marker_2": add_marker(name + "/2", b2, p2, np.eye(3))}
         for key in ("kind", "stiffness", "preload", "damping", "clearance", "length", "curve",
-                    "seat_offset"):
+                    "seat_offset", "law", "friction"):
             if key in spec:
                 row[key] = spec[key]
         p2p.append(row)

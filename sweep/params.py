@@ -3,13 +3,15 @@
 A parameter (config ``sweep.parameters.<name>``)::
 
     target: bushing.stiffness | bushing.damping | spring.rate |
-            damper.compression | damper.rebound | bump_stop.force | rebound_stop.force
+            damper.compression | damper.rebound | damper.friction |
+            bump_stop.force | rebound_stop.force
     elements: "lower_arm_*"        # fnmatch pattern(s) on element names (bushings or P2P)
     directions: radial             # bushings only: x y z rx ry rz, or a group:
                                    # radial (x, y), axial (z), torsional (rz),
                                    # cardanic (rx, ry), translational, rotational, all
     mode: scale                    # scale: factor on the nominal characteristic;
                                    # value: absolute linear coefficient (bushings)
+                                   # or Coulomb force [N] (damper.friction)
     nominal: 1.0
     bounds: [0.5, 2.0]
     scale: log                     # sampling space: linear | log
@@ -42,10 +44,11 @@ TARGETS = {
     "spring.rate": ("pp_k_scale", "spring", None),
     "damper.compression": ("pp_c_scale", "damper", 0),
     "damper.rebound": ("pp_c_scale", "damper", 1),
+    "damper.friction": ("pp_friction", "damper", None),
     "bump_stop.force": ("pp_k_scale", "bump_stop", None),
     "rebound_stop.force": ("pp_k_scale", "rebound_stop", None),
 }
-VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c"}
+VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c", "damper.friction": "pp_friction"}
 KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "scale"}
 
 
@@ -202,6 +205,12 @@ def build_parameters(spec, model) -> ParameterSet:
         if not rows:
             raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
                              f"{kind} of model {topo.name!r}")
+        if target == "damper.friction":
+            plain = [names[i] for i in rows if topo.p2p_events[i] != "friction"
+                     and float(np.asarray(model.pp_friction_v)[i]) == 0.0]
+            if plain:
+                raise ConfigError(f"{what}: damper {plain[0]!r} has no friction law - give it "
+                                  "'friction: {force: ...}' in the model file (kernels.model: damper friction)")
         mode = p.get("mode", "scale")
         if mode not in ("scale", "value"):
             raise ConfigError(f"{what}.mode = {mode!r} must be scale or value")
@@ -232,8 +241,9 @@ def build_parameters(spec, model) -> ParameterSet:
             if "directions" in p:       # would be ignored: a P2P / group element acts along one line
                 raise ConfigError(f"{what}.directions = {p['directions']!r}: {kind} elements have no "
                                   "directions (only bushing targets do); leave the key out")
-            if mode == "value":
-                raise ConfigError(f"{what}.mode = value is only for bushing targets")
+            if mode == "value" and target not in VALUE_FIELDS:
+                raise ConfigError(f"{what}.mode = value is only for the targets "
+                                  f"{', '.join(VALUE_FIELDS)}")
             index = (np.array(rows),) if column is None else (np.array(rows), np.full(len(rows), column))
         if mode == "value" and "nominal" not in p:
             # bounds and nominal are then absolute values (N/m, N s/m): the
