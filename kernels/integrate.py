@@ -438,34 +438,48 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
 
     def state_events(r, v, z, emax, t, r1, v1, n_ev):
         """Locate and switch the state events of the step [t, t + h] whose
-        end (r1, v1) no longer fits the mode z (module doc)."""
+        end (r1, v1) no longer fits the mode z (module doc). ``r1 = None``:
+        the step itself is the loop's first iteration (one copy of the
+        linearisation and the step in the program instead of two: XLA's
+        compile time of an axle's step roughly doubles with a second)."""
         tb = t + h
-        f1 = phi_max(r1, v1, z)
+        fused = r1 is None
+        if fused:
+            r1, v1, f1 = r, v, jnp.ones((), r.dtype)
+        else:
+            f1 = phi_max(r1, v1, z)
         # loop state: start of the rest of the step (ta, ra, va, z), the
         # bracket [lo, hi] of the earliest crossing from ta (f(lo) <= 0 < f(hi),
-        # the state at hi), the Illinois side memory, done flag, counters
+        # the state at hi), the Illinois side memory, done flag, counters;
+        # ``first``: the next iteration is the whole step (fused)
         init = dict(ta=t, ra=r, va=v, z=z, lo=t, hi=tb, flo=phi_max(r, v, z), fhi=f1,
                     rhi=r1, vhi=v1, side=jnp.zeros((), jnp.int32), done=~(f1 > 0),
-                    it=jnp.zeros((), jnp.int32), n=n_ev, emax=emax)
+                    it=jnp.zeros((), jnp.int32), n=n_ev, emax=emax,
+                    first=jnp.asarray(fused))
 
         def cond(s):
             return ~s["done"] & (s["it"] < EVENT_MAX_ITER)
 
         def body(s):
-            located = (s["hi"] - s["lo"]) <= EVENT_TOL
-            # located: switch at hi and integrate the rest of the step with the new mode
+            first = s["first"]
+            switch_now = ~first & ((s["hi"] - s["lo"]) <= EVENT_TOL)
+            located = first | switch_now
+            # located: switch at hi and integrate the rest of the step with the
+            # new mode (first: the whole step with the mode as it is)
             fired = system.event_roots(s["rhi"], s["vhi"], s["z"]) > 0
             z_new = system.event_switch(s["rhi"], s["vhi"], s["z"], fired)
-            z_use = jax.tree_util.tree_map(lambda a, b: jnp.where(located, a, b), z_new, s["z"])
-            ta = jnp.where(located, s["hi"], s["ta"])
-            ra = jnp.where(located, s["rhi"], s["ra"])
-            va = jnp.where(located, s["vhi"], s["va"])
+            z_use = jax.tree_util.tree_map(lambda a, b: jnp.where(switch_now, a, b), z_new, s["z"])
+            ta = jnp.where(switch_now, s["hi"], s["ta"])
+            ra = jnp.where(switch_now, s["rhi"], s["ra"])
+            va = jnp.where(switch_now, s["vhi"], s["va"])
             # otherwise: Illinois trial inside the bracket (bisection if degenerate)
             lo, hi, flo, fhi = s["lo"], s["hi"], s["flo"], s["fhi"]
-            tau = hi - fhi * (hi - lo) / (fhi - flo)
+            # (the secant point kept 1e-3 of the bracket from its ends: a root
+            # close to an end - e.g. the mirror-image stop of the other side,
+            # crossing 1e-17 s after the first - shrinks it 1000x per iteration)
             w = hi - lo
-            ok = jnp.isfinite(tau) & (tau > lo + 1e-3 * w) & (tau < hi - 1e-3 * w)
-            tau = jnp.where(ok, tau, 0.5 * (lo + hi))
+            tau = hi - fhi * w / (fhi - flo)
+            tau = jnp.where(jnp.isfinite(tau), jnp.clip(tau, lo + 1e-3 * w, hi - 1e-3 * w), 0.5 * (lo + hi))
             tau = jnp.where(w <= 4 * EVENT_TOL, 0.5 * (lo + hi), tau)
             target = jnp.where(located, tb, tau)
             r_t, v_t, emax = advance(bound(z_use), ra, va, s["emax"], ta, target)
@@ -473,7 +487,7 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
             # bookkeeping after a switch: a new bracket [ta, tb] or done
             after = dict(ta=ta, ra=ra, va=va, z=z_use, lo=ta, hi=tb,
                          flo=phi_max(ra, va, z_use), fhi=f_t, rhi=r_t, vhi=v_t,
-                         side=jnp.zeros((), jnp.int32), done=~(f_t > 0))
+                         side=jnp.zeros((), jnp.int32), done=~(f_t > 0), first=jnp.zeros((), bool))
             # bookkeeping of a trial: shrink the bracket (Illinois: halve the
             # kept end's value when the same end is kept twice)
             up = f_t > 0                      # the crossing is before tau: tau is the new hi
@@ -484,9 +498,9 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
                          lo=jnp.where(up, lo, tau), hi=jnp.where(up, tau, hi),
                          flo=jnp.where(up, flo_i, f_t), fhi=jnp.where(up, f_t, fhi_i),
                          rhi=jnp.where(up, r_t, s["rhi"]), vhi=jnp.where(up, v_t, s["vhi"]),
-                         side=side, done=jnp.zeros((), bool))
+                         side=side, done=jnp.zeros((), bool), first=jnp.zeros((), bool))
             out = jax.tree_util.tree_map(lambda a, b: jnp.where(located, a, b), after, trial)
-            out.update(it=s["it"] + 1, n=s["n"] + located.astype(s["n"].dtype), emax=emax)
+            out.update(it=s["it"] + 1, n=s["n"] + switch_now.astype(s["n"].dtype), emax=emax)
             return out
 
         s = jax.lax.while_loop(cond, body, init)
@@ -505,6 +519,9 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
         r, v, lin, fac, emax, z, n_ev, over = carry
         t = t0 + k * h
         sysz = bound(z)
+        if stateful and N == 1 and events is None:
+            r1, v1, z, emax, n_ev, ov = state_events(r, v, z, emax, t, None, None, n_ev)
+            return (r1, v1, lin, fac, emax, z, n_ev, over | ov), None
         if events is None:
             out = whole_step(sysz, r, v, lin, fac, emax, k, t)
         else:
