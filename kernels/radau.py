@@ -108,8 +108,11 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
     z, n_events = (None, 0) if state_events is None else (state_events[2], 0)
     for a, b in zip(bounds[:-1], bounds[1:]):
         last = b == t1
+        after_event = False
         while True:
-            sel = (t_eval >= a - 1e-12) & ((t_eval <= b + 1e-12) if last else (t_eval < b - loads.STEP_TOL))
+            # after a state event at a, the samples up to a are written already
+            start = (t_eval > a) if after_event else (t_eval >= a - 1e-12)
+            sel = start & ((t_eval <= b + 1e-12) if last else (t_eval < b - loads.STEP_TOL))
             ts = t_eval[sel]
             # also stop exactly at b to hand the state over to the next segment
             ts_b = ts if (len(ts) and ts[-1] == b) else np.append(ts, b)
@@ -139,8 +142,7 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
                 hit = [i for i, te in enumerate(sol.t_events) if len(te)]
                 t_e = float(sol.t_events[hit[0]][0])
                 y_e = sol.y_events[hit[0]][0]
-                done = (t_eval >= a - 1e-12) & (t_eval <= t_e)
-                done &= sel
+                done = sel & (t_eval <= t_e)
                 k = int(done.sum())
                 if k:
                     ys[np.nonzero(done)[0]] = np.asarray(sol.y).T[:k]
@@ -148,7 +150,7 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
                 fired[hit] = True
                 z = switch(y_e, z, fired)
                 n_events += 1
-                y, a = y_e, t_e
+                y, a, after_event = y_e, t_e, True
                 continue
             ys[sel] = sol.y.T[:len(ts)]
             y = sol.y[:, -1]

@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from kernels import forces
-from kernels.model import GROUND, ModelError
+from kernels.model import STOP_LAWS, GROUND, ModelError
 from kernels.names import DIRECTIONS, SIDES
 from kernels.rotations import euler_to_matrix
 
@@ -238,7 +238,7 @@ def model_keys() -> dict:
     ``validate`` checks them)."""
     section = {"bodies": Names(BODY), "bushings": Names(BUSHING), "p2p": Names(P2P)}
     section.update({g.table_key: Names(ANY) for g in forces.GROUPS.values() if not g.builtin})
-    return {"name": ANY, "description": ANY, "notes": ANY, "gravity": ANY,
+    return {"name": ANY, "description": ANY, "notes": ANY, "gravity": ANY, "stop_law": ANY,
             "hardpoints": Names(ANY), "bushing_types": Names(CHARACTERISTICS),
             "per_side": section, "shared": section, "wheels": {"left": ANY, "right": ANY},
             "reference_bushing": ANY, "steering_joint": ANY, "travel_lock": ANY,
@@ -404,6 +404,9 @@ def build_tables(cfg, source=None) -> dict:
     cfg, rack_desc = with_steering_rack(cfg)
     hp = cfg.get("hardpoints") or {}
     types = cfg.get("bushing_types") or {}
+    stop_law = cfg.get("stop_law")
+    if stop_law is not None and stop_law not in STOP_LAWS:
+        raise ModelError(f"model.stop_law = {stop_law!r} is not one of {', '.join(STOP_LAWS)}")
     bodies, markers, bushings, p2p = [], [], [], []
     body_id = {"chassis": GROUND}
 
@@ -517,6 +520,8 @@ def build_tables(cfg, source=None) -> dict:
                     "seat_offset", "law", "friction"):
             if key in spec:
                 row[key] = spec[key]
+        if row.get("kind") in ("bump_stop", "rebound_stop") and "law" not in row and stop_law is not None:
+            row["law"] = stop_law      # the model's default law of its stops (model.stop_law)
         p2p.append(row)
 
     groups = [g for g in forces.GROUPS.values() if not g.builtin]

@@ -101,6 +101,13 @@ EVENTS_ON_GRID = ("tests/kernels/test_methods.py::test_every_method_keeps_its_or
                   "and_ramp_corners[ros34pw2-step_on_grid]")
 EVENTS_OFF_GRID = ("tests/kernels/test_methods.py::test_every_method_keeps_its_order_through_load_steps_"
                    "and_ramp_corners[ros34pw2-ramp_and_step_off_grid]")
+STATE = "tests/kernels/test_state_events.py"
+STATE_ORDER = STATE + "::test_order_is_kept_through_contact_and_lift_off"
+STATE_CONTACT = STATE + "::test_contact_time_is_located_to_1e_9_s"
+STATE_FRICTION = STATE + "::test_coulomb_friction_stick_slip_on_one_coordinate"
+STATE_LANES = STATE + "::test_lanes_with_and_without_events_are_independent"
+STATE_MODEL = [STATE + "::test_model_stop_with_clearance_keeps_the_order_and_radau_agrees",
+               STATE + "::test_damper_coulomb_friction_against_the_analytic_stick_slip"]
 
 MUTANTS = [
     # ------------------------------------------------------------ element laws, integrator
@@ -116,7 +123,8 @@ MUTANTS = [
              'damp = 0.5 * damp * (prm["c_scale"][0]')],
            [P2P, "tests/kernels/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
     Mutant("p2p_damping_removed", "P2P damping force removed (spring and stops only)",
-           [("kernels/forces.py", "    return damp - push\n", "    return 0.0 * damp - push\n")],
+           [("kernels/forces.py", "    return damp - push + friction_tension(prm, L, Ldot)\n",
+             "    return 0.0 * damp - push + friction_tension(prm, L, Ldot)\n")],
            [P2P, "tests/kernels/test_elements.py", ENERGY_DAMPED, VALID_NMSE, VALID_RESP, ML_NMSE, EXUDYN_EIG]),
     Mutant("lsrt2_klin_frozen_rhs", "K_lin instead of K(r~) in the stage right-hand side (method.md pitfall)",
            [("kernels/integrate.py", "rate = system.rates(r_i, v_i) ", "rate = _kmul(K, v_i) ")],
@@ -127,8 +135,9 @@ MUTANTS = [
            [("kernels/integrate.py", "    ref = t + 0.5 * h\n", "    ref = t + h\n")],
            [EVENTS_ON_GRID, EVENTS_OFF_GRID, EVENTS]),
     Mutant("event_no_split", "time events: a step with a switch inside is not split",
-           [("kernels/integrate.py", "out = jax.lax.cond(inside, split_step, whole_step, carry, t)",
-             "out = whole_step(carry, t)")],
+           [("kernels/integrate.py", "out = jax.lax.cond(inside, lambda *a: split_step(sysz, *a), "
+             "lambda *a: whole_step(sysz, *a),", "out = jax.lax.cond(False, lambda *a: split_step(sysz, *a), "
+             "lambda *a: whole_step(sysz, *a),")],
            [EVENTS_OFF_GRID, EVENTS]),
     Mutant("event_ramp_rate_ignored", "time events: the ramp's rate du/dt of a step taken as zero",
            [("kernels/loads.py", "running = (exc.durations > 0) & (t_ref >= exc.times)",
@@ -137,6 +146,38 @@ MUTANTS = [
            # order holds for any approximation of the input's rate; the rate is checked directly)
            ["tests/kernels/test_methods.py::test_one_sided_input_is_the_piece_inside_the_step",
             EVENTS_OFF_GRID, EVENTS]),
+    # ------------------------------------------------------------ state events
+    Mutant("state_event_tolerance_coarse", "state events: the crossing located only to 0.1 ms",
+           [("kernels/integrate.py", "EVENT_TOL = 1e-12\n", "EVENT_TOL = 1e-4\n")],
+           [STATE_CONTACT, STATE_ORDER, *STATE_MODEL]),
+    Mutant("state_event_switch_at_step_start", "state events: the mode switched at the start of the "
+           "rest of the step instead of at the located crossing",
+           [("kernels/integrate.py", 'ta = jnp.where(switch_now, s["hi"], s["ta"])',
+             'ta = jnp.where(switch_now, s["lo"], s["ta"])'),
+            ("kernels/integrate.py", 'ra = jnp.where(switch_now, s["rhi"], s["ra"])',
+             'ra = jnp.where(switch_now, s["ra"], s["ra"])'),
+            ("kernels/integrate.py", 'va = jnp.where(switch_now, s["vhi"], s["va"])',
+             'va = jnp.where(switch_now, s["va"], s["va"])')],
+           [STATE_CONTACT, STATE_ORDER, STATE_FRICTION, *STATE_MODEL]),
+    Mutant("state_event_loop_ignores_done", "state events: the location loop runs on after the "
+           "step is done (every step spends all its iterations)",
+           [("kernels/integrate.py", 'return ~s["done"] & (s["it"] < EVENT_MAX_ITER)',
+             'return s["it"] < EVENT_MAX_ITER')],
+           [STATE_LANES, STATE_ORDER, STATE_FRICTION]),
+    Mutant("stop_contact_continuation_sign", "switching stop: the contact law continued through "
+           "engagement with the wrong sign (a kink at engagement again)",
+           [("kernels/forces.py", 'push + prm["engage_sign"] * prm["k_scale"] * prm["k0"] * jnp.minimum(pen, 0.0)',
+             'push - prm["engage_sign"] * prm["k_scale"] * prm["k0"] * jnp.minimum(pen, 0.0)')],
+           [STATE_ORDER, STATE_CONTACT, *STATE_MODEL]),
+    Mutant("friction_anchor_kept", "damper friction: a sliding damper that sticks keeps its old "
+           "anchor (the stick spring starts loaded)",
+           [("kernels/forces.py", "new_anchor = jnp.where(contact_event | (slip == 0.0), anchor, L)",
+             "new_anchor = jnp.where(contact_event | (slip == 0.0), anchor, anchor)")],
+           [STATE_FRICTION, *STATE_MODEL]),
+    Mutant("friction_slip_direction", "damper friction: a stuck damper slides against its stick tension",
+           [("kernels/forces.py", "jnp.where(slip == 0.0, jnp.sign(stick), 0.0)",
+             "jnp.where(slip == 0.0, -jnp.sign(stick), 0.0)")],
+           [STATE_FRICTION, *STATE_MODEL]),
     Mutant("a21_055", "LSRT2 a21 = 0.55 (order drops to 1)",
            [("kernels/lsrt2.py", "A21 = 0.5\n", "A21 = 0.55\n")],
            [LSRT2, VALID_ORDER, VALID_NMSE, ML_NMSE]),

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import kernels  # noqa: F401
-from kernels import build_model, integrate, loads
+from kernels import build_model, forces, integrate, loads
 from kernels.dynamics import Linearisation
 from kernels.lsrt2 import LSRT2
 from kernels.radau import RADAU
@@ -46,35 +46,108 @@ def bounce(t):
     return -D - vc * tau - 0.5 * G * tau ** 2
 
 
-def drop_system(clearance=D, switching=True):
-    """Coordinate 0: the height x of the mass; coordinate 1: the time (v = 1),
-    recorded by the switch in z[1] so that the located event time can be
-    read; the rest at rest. z = (mode: 1 contact / 0 free, time of the
-    last switch). ``switching=False``: the same stop law by the sign of the
-    penetration in every evaluation (the kink straddled)."""
-    def make(mode):
+def rig(stop_law=None, friction=None, gravity=-G, k_spring=0.0, k_stop=K, clearance=D, mass=M):
+    """One body guided vertically (a bushing free along z) above a ground
+    marker 1 m below; P2P elements between them: a bump stop (linear curve
+    ``k_stop`` N/m, ``clearance``, ``law``), a spring, a damper with
+    ``friction`` only."""
+    p2p = []
+    if k_stop:
+        stop = {"index": 1, "name": "bump_stop", "marker_1": 3, "marker_2": 2, "kind": "bump_stop",
+                "clearance": clearance,
+                "curve": {"x": [0.0, 1.0], "y": [0.0, k_stop], "interpolation": "linear"}}
+        if stop_law:
+            stop["law"] = stop_law
+        p2p.append(stop)
+    if k_spring:
+        p2p.append({"index": 2, "name": "spring", "marker_1": 3, "marker_2": 2, "kind": "spring",
+                    "stiffness": k_spring})
+    if friction:
+        p2p.append({"index": 3, "name": "damper", "marker_1": 3, "marker_2": 2, "kind": "damper",
+                    "damping": 0.0, "friction": friction})
+    return {"name": "rig", "gravity": [0, 0, gravity],
+            "bodies": [{"index": 1, "name": "mass", "mass": mass, "inertia": np.eye(3).tolist(),
+                        "position": [0, 0, 0]}],
+            "markers": [{"index": 1, "name": "g0", "body": 0, "position": [0, 0, 0]},
+                        {"index": 2, "name": "b0", "body": 1, "position": [0, 0, 0]},
+                        {"index": 3, "name": "g1", "body": 0, "position": [0, 0, -1.0]}],
+            "bushings": [{"index": 1, "name": "guide", "marker_1": 1, "marker_2": 2,
+                          "stiffness": [1e6, 1e6, 0, 1e4, 1e4, 1e4], "damping": [0] * 6}],
+            "p2p": p2p, "wheels": {"left": 1, "right": 1}}
+
+
+def element_system(tables, switching=True):
+    """The rig's P2P elements (built by the model builder from ``tables``,
+    :func:`rig`) on one coordinate: x = r[0] the height of the mass [m]
+    (element length L = 1 + x, dL/dt = v[0]), r[1] the time (v = 1). The
+    element laws, root functions and switches are kernels.forces' own
+    (``p2p_law``, ``p2p_root``, ``p2p_switch``, ``p2p_mode0``); z = (contact,
+    slip, anchor, time of the last switch). ``switching=False``: the
+    elements with their built state (a stop by the sign of its penetration,
+    no friction force) and no events."""
+    model = build_model(tables)
+    prm = forces.p2p_params(model)
+    ev = np.array([e != "" for e in model.topology.p2p_events])
+    is_contact = np.array([e == "contact" for e in model.topology.p2p_events])
+    g = float(model.gravity[2])
+    mass = float(model.mass[0])
+
+    def with_state(z):
+        return {**prm, "contact": z[0], "slip": z[1], "anchor": z[2]}
+
+    def make(z):
         def q(r, v, u):
-            pen = -clearance - r[0]
-            f = K * pen * mode if switching else K * jnp.maximum(pen, 0.0)
-            return jnp.zeros(6, r.dtype).at[0].set(-G + f / M)
+            T = jax.vmap(forces.p2p_law)(with_state(z), jnp.full(ev.size, 1.0 + r[0]), jnp.full(ev.size, v[0]))
+            return jnp.zeros(6, r.dtype).at[0].set(g - jnp.sum(T) / mass)
 
         def lin(r, v, u):
             return Linearisation(q(r, v, u), jax.jacfwd(q, 0)(r, v, u), jax.jacfwd(q, 1)(r, v, u),
                                  jnp.zeros((6, 1)), jnp.eye(6)[None])
         return integrate.System(linearise=lin, q=q, rates=lambda r, v: v, u=lambda t: jnp.zeros(1),
                                 du=lambda t: jnp.zeros(1))
-    if not switching:
-        return make(1.0)
+    built = (model.pp_contact, model.pp_slip, model.pp_anchor, jnp.zeros(()))
+    if not switching or not ev.any():
+        return make(built)
+
+    def lengths(r, v):
+        return jnp.full(ev.size, 1.0 + r[0]), jnp.full(ev.size, v[0])
 
     def roots(r, v, z):
-        pen = -clearance - r[0]
-        return jnp.where(z[0] > 0.5, -pen, pen)[None]
+        L, Ld = lengths(r, v)
+        return jax.vmap(forces.p2p_root)(with_state(z), L, Ld, is_contact)[ev]
 
     def switch(r, v, z, fired):
-        return jnp.where(fired[0], jnp.stack([1.0 - z[0], r[1]]), z)
-    return make(0.0)._replace(
-        event_state0=lambda r, v: jnp.stack([jnp.where(-clearance - r[0] > 0, 1.0, 0.0), -1.0]),
-        event_roots=roots, event_switch=switch, bind=lambda z: make(z[0]))
+        L, Ld = lengths(r, v)
+        fire = jnp.zeros(ev.size, bool).at[np.nonzero(ev)[0]].set(fired)
+        c, sl, an = jax.vmap(forces.p2p_switch)(with_state(z), L, Ld, is_contact, fire)
+        return (c, sl, an, jnp.where(jnp.any(fired), r[1], z[3]))
+
+    def state0(r, v):
+        L, Ld = lengths(r, v)
+        c, sl, an = jax.vmap(forces.p2p_mode0)(with_state(built), L, Ld, is_contact)
+        return (jnp.where(ev, c, built[0]), jnp.where(ev, sl, built[1]), jnp.where(ev, an, built[2]),
+                jnp.asarray(-1.0))
+    return make(built)._replace(event_state0=state0, event_roots=roots, event_switch=switch, bind=make)
+
+
+def drop_system(clearance=D, switching=True):
+    """The mass dropped onto the rig's bump stop (linear curve, ``clearance``)."""
+    return element_system(rig("switching", clearance=clearance), switching)
+
+
+W_C, F_C, K_C, X0 = 10.0, 10.0, 100.0, 0.55      # rad/s, N, N/m, m (mass 1 kg)
+
+
+def coulomb(t):
+    """Coulomb oscillator from rest at X0: half-swings of pi / w about
+    a sign(x) (a = F_c / k) until |k x| <= F_c at a reversal."""
+    a, x = F_C / K_C, X0
+    while abs(K_C * x) > F_C:
+        centre = a * np.sign(x)
+        if t < math.pi / W_C:
+            return centre + (x - centre) * math.cos(W_C * t)
+        x, t = 2 * centre - x, t - math.pi / W_C
+    return x
 
 
 R0 = jnp.zeros(6)
@@ -108,7 +181,7 @@ def test_contact_time_is_located_to_1e_9_s(run, method):
     # the record of the first switch: run only to just after it
     tr_first = jax.jit(lambda: method.simulate(SWITCHING, R0, V0, 0.0, 1e-3, 111))()
     assert int(tr_first.n_events) == 1
-    assert abs(float(tr_first.event_state[1]) - T_CONTACT) < 1e-9
+    assert abs(float(tr_first.event_state[3]) - T_CONTACT) < 1e-9
     assert not bool(tr.event_overflow)
 
 
@@ -141,29 +214,54 @@ def test_order_is_kept_through_contact_and_lift_off(run, method, ratio):
 def test_lanes_with_and_without_events_are_independent():
     """Under vmap a variant's result does not depend on whether its
     neighbours have events in the same steps (the location loop runs for the
-    batch; lanes without an event keep their own step): three clearances,
-    one never reached, each lane equal to its single run."""
-    clearances = np.array([0.05, 0.02, 10.0])
+    batch; lanes without an event keep their own step): three drop heights,
+    one too high to reach the stop within the run, each lane equal to its
+    single run."""
+    heights = jnp.asarray([0.0, 0.03, 1.0])
 
-    def one(cl):
-        return LSRT2.simulate(drop_system(cl), R0, V0, 0.0, 1e-3, 301)
-    # the clearance is traced: the system closes over it (one program)
-    batch = jax.jit(jax.vmap(one))(jnp.asarray(clearances))
+    def one(x0):
+        return LSRT2.simulate(SWITCHING, R0.at[0].set(x0), V0, 0.0, 1e-3, 301)
+    batch = jax.jit(jax.vmap(one))(heights)
     single = jax.jit(one)
-    for i, cl in enumerate(clearances):
-        s = single(jnp.asarray(cl))
+    for i in range(3):
+        s = single(heights[i])
         np.testing.assert_allclose(np.asarray(batch.outputs["r"][i]), np.asarray(s.outputs["r"]),
                                    rtol=0, atol=1e-13)
         assert int(batch.n_events[i]) == int(s.n_events)
-    assert [int(n) for n in batch.n_events] == [int(single(jnp.asarray(c)).n_events) for c in clearances]
-    assert int(batch.n_events[2]) == 0 and int(batch.n_events[0]) > 0
+    assert int(batch.n_events[2]) == 0 and int(batch.n_events[0]) > 0 and int(batch.n_events[1]) > 0
+
+
+def friction_system(stiffness=1e8, damping=2e4, law="switching"):
+    return element_system(rig(k_stop=0, gravity=0.0, k_spring=K_C, friction={
+        "force": F_C, "stiffness": stiffness, "damping": damping, "law": law}))
+
+
+def test_coulomb_friction_stick_slip_on_one_coordinate():
+    """The damper's switching friction law (kernels.forces) on the spring-mass
+    from rest at X0 against the Coulomb oscillator: 6 events (start to
+    slide, two reversals - stick, slide back - and the final stick), stuck
+    at 0.05 m for good, within 5e-5 m of the closed form throughout (the
+    elastic stick of 1e8 N/m lags each reversal: 2.2e-5 m measured)."""
+    system = friction_system()
+    r0 = R0.at[0].set(X0)
+    tr = jax.jit(lambda: LSRT2.simulate(system, r0, V0, 0.0, 1e-3, 1501))()
+    t, x = np.asarray(tr.t), np.asarray(tr.outputs["r"][:, 0])
+    assert int(tr.n_events) == 6
+    assert np.max(np.abs(x - np.array([coulomb(tt) for tt in t]))) < 5e-5
+    assert abs(x[-1] - 0.05) < 1e-6 and float(tr.event_state[1][2]) == 0.0     # stuck at the end
+    # the regularised law: no events, the same slides within its viscous band
+    reg = friction_system(law="regularised")
+    assert reg.event_roots is None
+    tr = jax.jit(lambda: LSRT2.simulate(reg, r0, V0, 0.0, 1e-3, 1001))()
+    x = np.asarray(tr.outputs["r"][:900, 0])
+    assert np.max(np.abs(x - np.array([coulomb(tt) for tt in np.asarray(tr.t)[:900]]))) < 5e-3
 
 
 def test_a_chattering_root_flags_the_variant():
     """A switch that does not restore the mode (the root stays positive)
     would locate forever: after EVENT_MAX_ITER iterations in one step the
     variant gets a NaN state and ``event_overflow`` (a sweep flags it)."""
-    broken = SWITCHING._replace(event_switch=lambda r, v, z, fired: z)
+    broken = SWITCHING._replace(event_switch=lambda r, v, z, fired: z)   # the mode never changes
     tr = jax.jit(lambda: LSRT2.simulate(broken, R0, V0, 0.0, 1e-3, 151))()
     assert bool(tr.event_overflow)
     assert not np.all(np.isfinite(np.asarray(tr.outputs["r"])))
@@ -172,36 +270,6 @@ def test_a_chattering_root_flags_the_variant():
 
 
 # --------------------------------------------------------------------------- model-level rigs
-
-def rig(stop_law=None, friction=None, gravity=-G, k_spring=0.0, k_stop=K, clearance=D, mass=M):
-    """One body guided vertically (a bushing free along z) above a ground
-    marker 1 m below; P2P elements between them: a bump stop (linear curve
-    ``k_stop`` N/m, ``clearance``, ``law``), a spring, a damper with
-    ``friction`` only."""
-    p2p = []
-    if k_stop:
-        stop = {"index": 1, "name": "bump_stop", "marker_1": 3, "marker_2": 2, "kind": "bump_stop",
-                "clearance": clearance,
-                "curve": {"x": [0.0, 1.0], "y": [0.0, k_stop], "interpolation": "linear"}}
-        if stop_law:
-            stop["law"] = stop_law
-        p2p.append(stop)
-    if k_spring:
-        p2p.append({"index": 2, "name": "spring", "marker_1": 3, "marker_2": 2, "kind": "spring",
-                    "stiffness": k_spring})
-    if friction:
-        p2p.append({"index": 3, "name": "damper", "marker_1": 3, "marker_2": 2, "kind": "damper",
-                    "damping": 0.0, "friction": friction})
-    return {"name": "rig", "gravity": [0, 0, gravity],
-            "bodies": [{"index": 1, "name": "mass", "mass": mass, "inertia": np.eye(3).tolist(),
-                        "position": [0, 0, 0]}],
-            "markers": [{"index": 1, "name": "g0", "body": 0, "position": [0, 0, 0]},
-                        {"index": 2, "name": "b0", "body": 1, "position": [0, 0, 0]},
-                        {"index": 3, "name": "g1", "body": 0, "position": [0, 0, -1.0]}],
-            "bushings": [{"index": 1, "name": "guide", "marker_1": 1, "marker_2": 2,
-                          "stiffness": [1e6, 1e6, 0, 1e4, 1e4, 1e4], "damping": [0] * 6}],
-            "p2p": p2p, "wheels": {"left": 1, "right": 1}}
-
 
 NO_LOAD = loads.excitation(np.zeros((2, 6)))
 
@@ -232,21 +300,6 @@ def test_model_stop_with_clearance_keeps_the_order_and_radau_agrees():
     z = np.asarray(tr.outputs["r"][:, 2])
     assert int(tr.n_events) == 4
     assert np.max(np.abs(z - np.array([bounce(tt) for tt in np.asarray(tr.t)]))) < 1e-8
-
-
-W_C, F_C, K_C, X0 = 10.0, 10.0, 100.0, 0.55      # rad/s, N, N/m, m (mass 1 kg)
-
-
-def coulomb(t):
-    """Coulomb oscillator from rest at X0: half-swings of pi / w about
-    a sign(x) (a = F_c / k) until |k x| <= F_c at a reversal."""
-    a, x = F_C / K_C, X0
-    while abs(K_C * x) > F_C:
-        centre = a * np.sign(x)
-        if t < math.pi / W_C:
-            return centre + (x - centre) * math.cos(W_C * t)
-        x, t = 2 * centre - x, t - math.pi / W_C
-    return x
 
 
 @pytest.mark.validation
