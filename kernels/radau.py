@@ -116,6 +116,9 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
             ts = t_eval[sel]
             # also stop exactly at b to hand the state over to the next segment
             ts_b = ts if (len(ts) and ts[-1] == b) else np.append(ts, b)
+            # a sample within 1e-12 s before a switch time (t0 + k h rounded,
+            # e.g. 0.15499999999999997 for a switch at 0.155) is taken at it
+            ts_b = np.clip(ts_b, a, b)
             if state_events is None:
                 sol = solve_ivp(fn, (a, b), y, method="Radau", t_eval=ts_b, rtol=rtol, atol=atol, jac=jn)
             else:
