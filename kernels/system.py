@@ -16,7 +16,7 @@ from kernels.rotations import coordinate_rates
 SOLVERS = ("block", "dense", "block32")
 
 
-def model_system(model, exc, solver="block", split_steps=True) -> System:
+def model_system(model, exc, solver="block", split_steps=True, state_events=True) -> System:
     """System over flat r, v (6 m,) and flat u (12,) for :mod:`kernels.integrate`.
 
     ``solver``: how eq. (11) is factorised, one of ``SOLVERS`` (block LU in
@@ -38,12 +38,16 @@ def model_system(model, exc, solver="block", split_steps=True) -> System:
     switching``, a damper with switching ``friction``;
     ``Topology.p2p_events``), the system carries their discrete state z =
     (contact, slip, anchor) of every P2P element (:func:`switching_laws`);
-    a model without them has none (nothing is traced for them)."""
+    a model without them has none (nothing is traced for them).
+    ``state_events=False`` leaves them out: the stops by the sign of their
+    penetration, no friction force (the laws as statics sees them) - for
+    reverse-mode differentiation, which the location loop (a
+    ``while_loop``) does not allow."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
     system = _bound_system(model, exc, solver, split_steps)
-    if not any(model.topology.p2p_events):
+    if not state_events or not any(model.topology.p2p_events):
         return system
     state0, roots, switch = switching_laws(model)
     return system._replace(

@@ -268,7 +268,14 @@ class TuneProblem:
         tr = self.tr
         m = model.topology.n_bodies
         eq = statics.static_equilibrium(model, loads.u_at(tr["exc"], 0.0))
-        system = model_system(model, tr["exc"], tr["solver"])
+        if "friction" in model.topology.p2p_events:
+            raise ModelError("tuning: a time-response objective cannot be differentiated through a damper's "
+                             "switching friction (its stick/slip events are located by a while loop, which "
+                             "reverse mode cannot pass); give the damper friction law: regularised")
+        # the stops by the sign of their penetration (the state events of a
+        # switching stop law are not reverse-differentiable; this load case
+        # keeps the stops clear, where both laws are the same force)
+        system = model_system(model, tr["exc"], tr["solver"], state_events=False)
         wc0 = metrics.wheel_centre_position(model, eq.r)
 
         def out(r, v, t):
