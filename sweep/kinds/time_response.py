@@ -267,7 +267,8 @@ class Case:
 
 
 # error-estimate tolerances of a fixed-step method with an embedded solution
-ERROR_TOLERANCE_DEFAULTS = (("rtol", 1e-2), ("atol_coordinates", 1e-4), ("atol_speeds", 1e-1))
+# (configs/integrator/ros34pw2.yaml: the measurements behind them)
+ERROR_TOLERANCE_DEFAULTS = (("rtol", 2e-3), ("atol_coordinates", 2e-5), ("atol_speeds", 2e-2))
 
 
 def method_from_config(integ):

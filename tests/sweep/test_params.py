@@ -145,3 +145,37 @@ def test_repeated_index_entries_are_refused(toy):
     idx = p.params[0].index
     pairs = list(zip(*(a.tolist() for a in idx)))
     assert len(pairs) == len(set(pairs)) == 2 * 2       # 2 bushings x (x, y)
+
+
+def test_damper_friction_target_and_stop_law_from_the_model_file(toy):
+    """``damper.friction`` needs a damper with a friction law (a plain damper
+    is refused by name); in value mode it sets the Coulomb force [N] of the
+    matched dampers only. ``stop_law`` sets the law of every stop that has
+    none of its own; a bad one names the key."""
+    from sweep.model_builder import model_from_config
+    from sweep.params import build_parameters
+    from sweep.schema import ConfigError
+    spec = {"fric": {"target": "damper.friction", "elements": "damper_*", "mode": "value",
+                     "nominal": 100.0, "bounds": [0.0, 400.0]}}
+    with pytest.raises(ConfigError, match=r"damper 'damper_left' has no friction law"):
+        build_parameters(spec, toy[0])
+    cfg = load_model_cfg("toy_trailing_arm")
+    cfg["per_side"]["p2p"]["damper"]["friction"] = {"force": 50.0}
+    model = model_from_config(cfg)
+    events = dict(zip(model.topology.p2p_names, model.topology.p2p_events))
+    assert events["damper_left"] == events["damper_right"] == "friction"
+    dw = load_model_cfg("double_wishbone")
+    dw["stop_law"] = "switching"
+    dw["per_side"]["p2p"]["rebound_stop"]["law"] = "smooth"       # an element's own law wins
+    dwm = model_from_config(dw)
+    dw_events = dict(zip(dwm.topology.p2p_names, dwm.topology.p2p_events))
+    assert dw_events["bump_stop_left"] == dw_events["bump_stop_right"] == "contact"
+    assert dw_events["rebound_stop_left"] == dw_events["main_spring_left"] == ""
+    pset = build_parameters(spec, model)
+    m2 = pset.apply(model, jnp.array([250.0]))
+    fr = dict(zip(model.topology.p2p_names, np.asarray(m2.pp_friction)))
+    assert fr["damper_left"] == fr["damper_right"] == 250.0
+    assert all(v == 0.0 for n, v in fr.items() if not n.startswith("damper"))
+    dw["stop_law"] = "sticky"
+    with pytest.raises(kernels.ModelError, match=r"model.stop_law = 'sticky' is not one of smooth, switching"):
+        model_from_config(dw)
