@@ -164,11 +164,10 @@ MUTANTS = [
            [("kernels/integrate.py", 'return ~s["done"] & (s["it"] < EVENT_MAX_ITER)',
              'return s["it"] < EVENT_MAX_ITER')],
            [STATE_LANES, STATE_ORDER, STATE_FRICTION]),
-    Mutant("stop_contact_continuation_sign", "switching stop: the contact law continued through "
-           "engagement with the wrong sign (a kink at engagement again)",
-           [("kernels/forces.py", 'push + prm["engage_sign"] * prm["k_scale"] * prm["k0"] * jnp.minimum(pen, 0.0)',
-             'push - prm["engage_sign"] * prm["k_scale"] * prm["k0"] * jnp.minimum(pen, 0.0)')],
-           [STATE_ORDER, STATE_CONTACT, *STATE_MODEL]),
+    # (not a mutant: the sign of the contact law's continuation beyond
+    # engagement - it is evaluated only past a located root, in trial
+    # sub-steps that are discarded or within EVENT_TOL of the switch, so
+    # flipping it moves results by ~1e-12: an equivalent mutant, tried)
     Mutant("friction_anchor_kept", "damper friction: a sliding damper that sticks keeps its old "
            "anchor (the stick spring starts loaded)",
            [("kernels/forces.py", "new_anchor = jnp.where(contact_event | (slip == 0.0), anchor, L)",
