@@ -96,12 +96,47 @@ def bushing_local_forces(prm, defl, rate):
     derivative of the bushing's potential w.r.t. (d, theta));
     f_d = c_scale (c rate + curve_c(rate)).
     """
-    e = defl - prm["offset"]
+    e = play_deflection(prm, defl - prm["offset"])
     elastic = prm["k"] * e + jax.vmap(curves.evaluate)(
         prm["kc"]["breaks"], prm["kc"]["origin"], prm["kc"]["coef"], e)
     damping = prm["c"] * rate + jax.vmap(curves.evaluate)(
         prm["cc"]["breaks"], prm["cc"]["origin"], prm["cc"]["coef"], rate)
     return prm["k_scale"] * elastic + prm["preload"], prm["c_scale"] * damping
+
+
+def play_deflection(prm, e):
+    """The deflection [m | rad] that the elastic law of a bushing with
+    ``play`` (a dead band of +-play per direction, kernels.model) sees:
+    PLAY_AUTO (the built state, smooth law) e - clip(e, -play, play) by
+    the sign of e; the switching law's modes: 0 free (0), +1 / -1 engaged
+    on that side (e -+ play, continued linearly through the band edge).
+    Directions without play get e itself (exact derivative at e = 0)."""
+    play, mode = prm["play"], prm["play_mode"]
+    band = e - jnp.clip(e, -play, play)
+    switched = jnp.where(mode == 0.0, 0.0, e - mode * play)
+    return jnp.where(play > 0, jnp.where(mode == PLAY_AUTO, band, switched), e)
+
+
+def bushing_play_root(prm, e):
+    """Root functions of a bushing's play (6,), for the switching law:
+    |e| - play while free, play - mode e while engaged (< 0 while the mode
+    fits; directions without play -1)."""
+    play, mode = prm["play"], prm["play_mode"]
+    phi = jnp.where(mode == 0.0, jnp.abs(e) - play, play - mode * e)
+    return jnp.where(play > 0, phi, -1.0)
+
+
+def bushing_play_switch(prm, e, fired):
+    """Modes after the fired play roots: free -> engaged on the side of e,
+    engaged -> free."""
+    mode = prm["play_mode"]
+    new = jnp.where(mode == 0.0, jnp.sign(e), 0.0)
+    return jnp.where(fired, new, mode)
+
+
+def bushing_play_mode0(prm, e):
+    """Modes that fit a deflection: engaged beyond the band, else free."""
+    return jnp.where(jnp.abs(e) > prm["play"], jnp.sign(e), 0.0)
 
 
 def bushing_local_force(prm, defl, rate):
@@ -151,7 +186,8 @@ def bushing_params(model):
             "rot2": model.bu_rot2, "k": model.bu_k, "c": model.bu_c,
             "preload": model.bu_preload, "offset": model.bu_offset,
             "kc": model.bu_k_curve, "cc": model.bu_c_curve,
-            "k_scale": model.bu_k_scale, "c_scale": model.bu_c_scale}
+            "k_scale": model.bu_k_scale, "c_scale": model.bu_c_scale,
+            "play": model.bu_play, "play_mode": model.bu_play_mode}
 
 
 # ----------------------------------------------------------------------------- P2P
@@ -162,6 +198,7 @@ DAMPER_BLEND = 1e-3  # m/s, width of the compression/rebound factor blend
 # law (force by the sign of the penetration) and no friction force
 CONTACT_AUTO = -1.0
 SLIP_OFF = 2.0
+PLAY_AUTO = -2.0      # a bushing's play by the sign of its deflection (the smooth law)
 STICK_VELOCITY = 1e-6  # m/s: a damper with friction slower than this at the start is stuck
 
 def p2p_tension(prm, x1, x2):

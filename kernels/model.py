@@ -20,7 +20,11 @@ the design position (x forward, y left, z up; m).
              interpolation: linear | pchip}} giving force on body 1 vs
              deflection / deflection rate; a direction with a curve uses it
              instead of the linear coefficient (``kernels.curves``: what the
-             interpolation choice means; default pchip).
+             interpolation choice means; default pchip); optional ``play``
+             [m | rad] per direction (a dead band: no elastic force within
+             +-play of ``offset``, then the characteristic from the band
+             edge) and ``play_law`` (smooth | switching: the band edges by
+             sign, or as state events like a stop's).
 ``p2p``      index, name, marker_1, marker_2, kind (spring | damper |
              bump_stop | rebound_stop), and the law parameters documented at
              :func:`_p2p_law`; stops: ``law`` (smooth | switching), dampers:
@@ -92,6 +96,8 @@ class Topology:
     # (a damper with switching Coulomb friction) or "" - the elements with a
     # root function (kernels.system: state events)
     p2p_events: tuple = ()
+    # per bushing: True where its play has the switching law (state events)
+    bushing_events: tuple = ()
     # registered (not built-in) element groups the model was built with
     # (kernels.forces.ElementGroup, in registry order) and their elements
     extra_groups: tuple = ()
@@ -125,7 +131,7 @@ class Topology:
         extra = tuple((g, tuple(self.group_names[g.name]), np.asarray(self.group_bodies[g.name]).tobytes())
                       for g in self.extra_groups)
         return (self.name, self.body_names, self.bushing_names, self.p2p_names,
-                self.p2p_kinds, self.p2p_events, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
+                self.p2p_kinds, self.p2p_events, self.bushing_events, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
                 self.wheel_slots.tobytes(), extra)
 
     def __hash__(self):
@@ -162,6 +168,8 @@ class Model:
     bu_c_curve: dict
     bu_k_scale: jax.Array      # (nb, 6) factor on the elastic force (linear and curve)
     bu_c_scale: jax.Array      # (nb, 6) factor on the damping force
+    bu_play: jax.Array         # (nb, 6) dead band [m | rad] (0: none)
+    bu_play_mode: jax.Array    # (nb, 6) play's discrete state: PLAY_AUTO (built), 0 free, +-1 engaged
     # P2P elements
     pp_pos1: jax.Array         # (npp, 3) m
     pp_pos2: jax.Array
@@ -315,6 +323,13 @@ def validate_tables(tables):
                     _non_negative(_vector(e, fld, 6, w), f"{w}.{fld}")
                 for fld in ("preload", "offset"):
                     _vector(e, fld, 6, w, default=[0] * 6)
+                play = _vector(e, "play", 6, w, default=[0] * 6)
+                bad = np.nonzero(play < 0)[0]
+                if len(bad):
+                    raise ModelError(f"{w}.play = {play.tolist()}: {DIRECTIONS[int(bad[0])]} = "
+                                     f"{play[int(bad[0])]} must be >= 0")
+                if e.get("play_law", "smooth") not in STOP_LAWS:
+                    raise ModelError(f"{w}.play_law = {e['play_law']!r} is not one of {', '.join(STOP_LAWS)}")
                 for fld in ("stiffness_curves", "damping_curves"):
                     for d, c in (e.get(fld) or {}).items():
                         if d not in DIRECTIONS:
@@ -540,6 +555,7 @@ def build_model(tables) -> Model:
     R1 = np.tile(np.eye(3), (nb, 1, 1)); R2 = R1.copy()
     k = np.zeros((nb, 6)); c = np.zeros((nb, 6))
     pre = np.zeros((nb, 6)); off = np.zeros((nb, 6))
+    play = np.zeros((nb, 6)); bu_events = []
     kspec = [[None] * 6 for _ in range(nb)]
     cspec = [[None] * 6 for _ in range(nb)]
     for i, e in enumerate(bu):
@@ -549,6 +565,8 @@ def build_model(tables) -> Model:
         k[i] = e["stiffness"]; c[i] = e["damping"]
         pre[i] = e.get("preload") or np.zeros(6)
         off[i] = e.get("offset") or np.zeros(6)
+        play[i] = e.get("play") or np.zeros(6)
+        bu_events.append(bool(e.get("play_law") == "switching" and np.any(play[i] > 0)))
         for d, cv in (e.get("stiffness_curves") or {}).items():
             j = DIRECTIONS.index(d)
             kspec[i][j] = (np.asarray(cv["x"], float), np.asarray(cv["y"], float),
@@ -621,6 +639,7 @@ def build_model(tables) -> Model:
         p2p_names=tuple(e["name"] for e in pp),
         p2p_kinds=tuple(e["kind"] for e in pp),
         p2p_events=tuple(p2p_events),
+        bushing_events=tuple(bu_events),
         p2p_bodies=pp_bodies,
         wheel_slots=np.array([slot[wheels["left"]], slot[wheels["right"]]]),
         tables=tables,
@@ -636,6 +655,7 @@ def build_model(tables) -> Model:
         bu_k=f(k), bu_c=f(c), bu_preload=f(pre), bu_offset=f(off),
         bu_k_curve=tree(bushing_curves(kspec)), bu_c_curve=tree(bushing_curves(cspec)),
         bu_k_scale=f(np.ones((nb, 6))), bu_c_scale=f(np.ones((nb, 6))),
+        bu_play=f(play), bu_play_mode=f(np.full((nb, 6), forces.PLAY_AUTO)),
         pp_pos1=f(q1), pp_pos2=f(q2), pp_length=f(L), pp_k=f(pk), pp_preload=f(pf),
         pp_c=f(pc), pp_k_curve=tree(_tables_to_arrays(pkspec, n_knots)),
         pp_c_curve=tree(_tables_to_arrays(pcspec, n_knots)),

@@ -47,13 +47,15 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
     m = model.topology.n_bodies
     system = _bound_system(model, exc, solver, split_steps)
-    if not state_events or not any(model.topology.p2p_events):
+    topo = model.topology
+    if not state_events or not (any(topo.p2p_events) or any(topo.bushing_events)):
         return system
     state0, roots, switch = switching_laws(model)
     return system._replace(
         event_state0=state0, event_roots=roots, event_switch=switch,
         bind=lambda z: _bound_system(dataclasses.replace(
-            model, pp_contact=z[0], pp_slip=z[1], pp_anchor=z[2]), exc, solver, split_steps))
+            model, pp_contact=z[0], pp_slip=z[1], pp_anchor=z[2], bu_play_mode=z[3]),
+            exc, solver, split_steps))
 
 
 def _bound_system(model, exc, solver, split_steps) -> System:
@@ -79,39 +81,75 @@ def _switch_times(exc) -> tuple:
 
 
 def switching_laws(model):
-    """(state0, roots, switch) of the model's switching P2P laws for
+    """(state0, roots, switch) of the model's switching laws for
     :class:`kernels.integrate.System` (its ``event_*`` functions over flat
-    r, v): z = (contact, slip, anchor), each (n_p2p,) - the fields
-    ``pp_contact``, ``pp_slip``, ``pp_anchor`` of the model that
-    ``System.bind`` sets; one root function per switching element
-    (:func:`kernels.forces.p2p_root`), in the order of
-    ``Topology.p2p_events``' non-empty entries."""
+    r, v): z = (contact, slip, anchor) of every P2P element, (n_p2p,) each,
+    and the play modes of every bushing, (n_bushings, 6) - the model fields
+    ``pp_contact``, ``pp_slip``, ``pp_anchor``, ``bu_play_mode`` that
+    ``System.bind`` sets. Root functions: one per switching P2P element
+    (:func:`kernels.forces.p2p_root`, in the order of
+    ``Topology.p2p_events``' non-empty entries), then six per bushing with
+    switching play (:func:`kernels.forces.bushing_play_root`; -1 for a
+    direction without play)."""
     topo = model.topology
     m = topo.n_bodies
     idx = np.array([i for i, ev in enumerate(topo.p2p_events) if ev], int)
     is_contact = np.array([topo.p2p_events[i] == "contact" for i in idx])
-    bodies = np.asarray(topo.p2p_bodies)[idx]
+    bodies = np.asarray(topo.p2p_bodies).reshape(-1, 2)[idx]
+    bidx = np.array([i for i, ev in enumerate(topo.bushing_events) if ev], int)
+    bbodies = np.asarray(topo.bushing_bodies).reshape(-1, 2)[bidx]
     prm_all = forces.p2p_params(model)
+    bprm_all = forces.bushing_params(model)
 
-    def lengths(r, v, z):
+    def states(r, v):
+        return states_with_ground(r.reshape(m, 6), v.reshape(m, 6))
+
+    def lengths(x, z):
         prm = jax.tree_util.tree_map(lambda a: a[idx], prm_all)
         prm.update(contact=z[0][idx], slip=z[1][idx], anchor=z[2][idx])
-        x = states_with_ground(r.reshape(m, 6), v.reshape(m, 6))
         _, L, Ldot, _ = jax.vmap(forces.p2p_tension)(prm, x[bodies[:, 0]], x[bodies[:, 1]])
         return prm, L, Ldot
 
+    def deflections(x, z):
+        prm = jax.tree_util.tree_map(lambda a: a[bidx], bprm_all)
+        prm.update(play_mode=z[3][bidx])
+        defl, _, _ = jax.vmap(forces.bushing_deflection)(prm, x[bbodies[:, 0]], x[bbodies[:, 1]])
+        return prm, defl - prm["offset"]
+
     def state0(r, v):
-        z = (model.pp_contact, model.pp_slip, model.pp_anchor)
-        prm, L, Ldot = lengths(r, v, z)
-        c, sl, an = jax.vmap(forces.p2p_mode0)(prm, L, Ldot, is_contact)
-        return (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
+        x = states(r, v)
+        z = (model.pp_contact, model.pp_slip, model.pp_anchor, model.bu_play_mode)
+        out = list(z)
+        if len(idx):
+            prm, L, Ldot = lengths(x, z)
+            c, sl, an = jax.vmap(forces.p2p_mode0)(prm, L, Ldot, is_contact)
+            out[:3] = (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
+        if len(bidx):
+            prm, e = deflections(x, z)
+            out[3] = z[3].at[bidx].set(jax.vmap(forces.bushing_play_mode0)(prm, e))
+        return tuple(out)
 
     def roots(r, v, z):
-        prm, L, Ldot = lengths(r, v, z)
-        return jax.vmap(forces.p2p_root)(prm, L, Ldot, is_contact)
+        x = states(r, v)
+        phi = []
+        if len(idx):
+            prm, L, Ldot = lengths(x, z)
+            phi.append(jax.vmap(forces.p2p_root)(prm, L, Ldot, is_contact))
+        if len(bidx):
+            prm, e = deflections(x, z)
+            phi.append(jax.vmap(forces.bushing_play_root)(prm, e).reshape(-1))
+        return jnp.concatenate(phi)
 
     def switch(r, v, z, fired):
-        prm, L, Ldot = lengths(r, v, z)
-        c, sl, an = jax.vmap(forces.p2p_switch)(prm, L, Ldot, is_contact, fired)
-        return (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
+        x = states(r, v)
+        out = list(z)
+        if len(idx):
+            prm, L, Ldot = lengths(x, z)
+            c, sl, an = jax.vmap(forces.p2p_switch)(prm, L, Ldot, is_contact, fired[:len(idx)])
+            out[:3] = (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
+        if len(bidx):
+            prm, e = deflections(x, z)
+            f = fired[len(idx):].reshape(len(bidx), 6)
+            out[3] = z[3].at[bidx].set(jax.vmap(forces.bushing_play_switch)(prm, e, f))
+        return tuple(out)
     return state0, roots, switch

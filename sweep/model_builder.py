@@ -219,6 +219,7 @@ POINT = {"along": ANY, "fraction": ANY, "distance": ANY}     # point spec, when 
 AXIS = {"along": ANY}                              # axis spec, when a mapping
 CURVE = {"x": ANY, "y": ANY, "interpolation": ANY}
 CHARACTERISTICS = {"stiffness": ANY, "damping": ANY, "loss_factor": ANY, "loss_frequency": ANY,
+                   "play": ANY, "play_law": ANY,
                    "preload": ANY, "offset": ANY,
                    "stiffness_curves": Names(CURVE), "damping_curves": Names(CURVE)}
 BODY = {"mass": ANY, "inertia": ANY, "com": POINT, "euler_deg": ANY, "rods": ANY, "radius": ANY}
@@ -497,6 +498,9 @@ def build_tables(cfg, source=None) -> dict:
                "damping": list(map(float, ch["damping"])),
                "preload": list(map(float, ch.get("preload", [0] * 6))),
                "offset": list(map(float, ch.get("offset", [0] * 6)))}
+        for key in ("play", "play_law"):
+            if key in ch:
+                row[key] = ch[key]
         for key in ("stiffness_curves", "damping_curves"):
             if ch.get(key):
                 for d in ch[key]:

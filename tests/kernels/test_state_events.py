@@ -354,3 +354,55 @@ def test_switching_law_options_are_validated():
     bad["p2p"][0]["kind"] = "spring"
     with pytest.raises(kernels.ModelError, match="only a damper has friction"):
         build_model(bad)
+
+
+# --------------------------------------------------------------------------- bushing play
+
+def test_bushing_play_is_a_dead_band_with_roots_at_its_edges():
+    """kernels.forces: a bushing direction with play p sees no elastic
+    deflection within +-p (built state: by the sign of e, the smooth law;
+    switching modes: 0 free, +-1 engaged and continued linearly through
+    the band edge); its root functions cross zero at the band edges and
+    the switch engages on the side of e, or frees."""
+    e = jnp.array([0.5, -0.5, 2.0, -2.0, 1.0, 0.3])
+    play = jnp.array([1.0, 1.0, 1.0, 1.0, 1.0, 0.0])      # rz: no play
+    auto = {"play": play, "play_mode": jnp.full(6, forces.PLAY_AUTO)}
+    np.testing.assert_allclose(forces.play_deflection(auto, e), [0.0, 0.0, 1.0, -1.0, 0.0, 0.3])
+    modes = jnp.array([0.0, 1.0, 1.0, -1.0, -1.0, 0.0])
+    sw = {"play": play, "play_mode": modes}
+    np.testing.assert_allclose(forces.play_deflection(sw, e), [0.0, -1.5, 1.0, -1.0, 2.0, 0.3])
+    phi = np.asarray(forces.bushing_play_root(sw, e))
+    # free inside the band (< 0); engaged +1 at -0.5: the mode no longer fits (> 0);
+    # engaged on the right side (< 0); -1 at 1.0 crossed back (> 0); no play: -1
+    np.testing.assert_allclose(phi, [-0.5, 1.5, -1.0, -1.0, 2.0, -1.0])
+    fired = jnp.asarray(phi > 0)
+    np.testing.assert_allclose(forces.bushing_play_switch(sw, e, fired), [0.0, 0.0, 1.0, -1.0, 0.0, 0.0])
+    np.testing.assert_allclose(forces.bushing_play_mode0(sw, e), [0.0, 0.0, 1.0, -1.0, 0.0, 1.0])
+
+
+@pytest.mark.validation
+def test_model_bushing_play_drop_keeps_the_order():
+    """The rig's guide bushing with play D along z (stiffness K beyond it,
+    ``play_law: switching``; no stop): the mass falls through the band onto
+    the bushing's rate - the closed form of the stop drop - and LSRT2 keeps
+    order 2 through the 4 events of 0.5 s."""
+    tables = rig(k_stop=0)
+    guide = tables["bushings"][0]
+    guide["stiffness"] = [1e6, 1e6, K, 1e4, 1e4, 1e4]
+    guide["play"] = [0.0, 0.0, D, 0.0, 0.0, 0.0]
+    guide["play_law"] = "switching"
+    model = build_model(tables)
+    assert model.topology.bushing_events == (True,)
+    system = model_system(model, NO_LOAD)
+    r0 = model.r_design.reshape(-1)
+    prog = jax.jit(lambda h: LSRT2.simulate(system, r0, jnp.zeros(6), 0.0, h, N_STEPS + 1))
+    errs = []
+    for h in (1e-3, 5e-4, 2.5e-4):
+        tr = prog(h)
+        t = np.asarray(tr.t)
+        keep = t <= 0.5 + 1e-12
+        z = np.asarray(tr.outputs["r"][:, 2])[keep]
+        errs.append(np.max(np.abs(z - np.array([bounce(tt) for tt in t[keep]]))))
+    assert errs[0] / errs[1] >= 3.5 and errs[1] / errs[2] >= 3.5, errs
+    tr = jax.jit(lambda: LSRT2.simulate(system, r0, jnp.zeros(6), 0.0, 1e-3, 501))()
+    assert int(tr.n_events) == 4
