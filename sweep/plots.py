@@ -28,6 +28,23 @@ from matplotlib.figure import Figure      # no pyplot: no backend switch, no glo
 SIDE_STYLE = {"left": "-", "right": "--"}
 
 
+def change_times(ds):
+    """Times of the load case's changes (steps, ramp starts and ends) within
+    the run, from the job config (``loadcase.changes``); [] without them."""
+    t = ds.time.values
+    try:
+        import yaml
+        cfg = yaml.safe_load(ds.attrs.get("config", "")) or {}
+        times = set()
+        for c in (cfg.get("loadcase", {}).get("changes") or []):
+            times.add(float(c["time"]))
+            if float(c.get("duration") or 0.0) > 0:
+                times.add(float(c["time"]) + float(c["duration"]))
+        return sorted(x for x in times if t[0] <= x <= t[-1])
+    except Exception:  # noqa: BLE001 - no marks rather than no figure
+        return []
+
+
 def step_time(ds):
     """Time of the first load change after the start: from the job config
     (``loadcase.changes``), else where the response first moves."""
@@ -138,6 +155,7 @@ def _single_run_figure(ds, before=0.05):
     from sweep.status import MEANINGS as STATUS_MEANINGS
     t = ds.time.values
     ts = step_time(ds)
+    marks = [x for x in change_times(ds) if x >= ts] or [ts]
     win = t >= ts - before - 1e-12
     if win.sum() < 2:
         win = np.ones_like(t, bool)
@@ -162,7 +180,7 @@ def _single_run_figure(ds, before=0.05):
             ax.plot(tw, y, SIDE_STYLE[s], color=SIDE_COLOUR[s], lw=1.1, label=s)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel(ylabel)
-        _tidy_time_axes(ax, tw, ts, np.concatenate(list(curves.values())))
+        _tidy_time_axes(ax, tw, marks, np.concatenate(list(curves.values())))
         ax.legend(fontsize=8, loc="best")
     for ax, s in zip(axes[2], ("left", "right")):
         b = refs[s]
@@ -178,7 +196,7 @@ def _single_run_figure(ds, before=0.05):
             ax.plot(tw, y, SIDE_STYLE[s], color=colour, lw=1.1, label=c)
         ax.set_title(f"reference bushing, {s}: {b}", fontsize=10)
         ax.set_ylabel("force on body 1, vehicle frame [kN]")
-        _tidy_time_axes(ax, tw, ts, np.concatenate(ys))
+        _tidy_time_axes(ax, tw, marks, np.concatenate(ys))
         ax.legend(fontsize=8, loc="best", ncols=3)
     status = int(np.asarray(ds.status.values)[0])
     what = STATUS_MEANINGS.get(status, f"status {status}").replace("_", " ")
@@ -187,15 +205,21 @@ def _single_run_figure(ds, before=0.05):
     if params:
         line2 += " (" + ", ".join(f"{p} = {float(ds[p].values[0]):.4g}" for p in params[:6]) \
                  + (", ..." if len(params) > 6 else "") + ")"
-    line2 += f"; load step at {ts:g} s (dotted); left solid, right dashed"
+    if len(marks) > 1:
+        shown = ", ".join(f"{x:g}" for x in marks[:6]) + (", ..." if len(marks) > 6 else "")
+        line2 += f"; load changes at {shown} s (dotted); left solid, right dashed"
+    else:
+        line2 += f"; load step at {ts:g} s (dotted); left solid, right dashed"
     fig.suptitle(f"{_run_title(ds)}\n{line2}")
     return fig
 
 
-def _tidy_time_axes(ax, tw, ts, y):
-    """Time axis over the window with the step marked; plain tick labels;
-    a flat (or all-NaN) curve gets a readable range instead of round-off ticks."""
-    ax.axvline(ts, color="k", lw=0.6, ls=":")
+def _tidy_time_axes(ax, tw, marks, y):
+    """Time axis over the window with the load changes ``marks`` [s] marked;
+    plain tick labels; a flat (or all-NaN) curve gets a readable range
+    instead of round-off ticks."""
+    for x in marks:
+        ax.axvline(x, color="k", lw=0.6, ls=":")
     ax.set_xlim(tw[0], tw[-1])
     ax.set_xlabel("time [s]")
     ax.grid(True, lw=0.4, color="0.85")
