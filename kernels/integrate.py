@@ -472,7 +472,7 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
             ta = jnp.where(switch_now, s["hi"], s["ta"])
             ra = jnp.where(switch_now, s["rhi"], s["ra"])
             va = jnp.where(switch_now, s["vhi"], s["va"])
-            # otherwise: Illinois trial inside the bracket (bisection if degenerate)
+            # otherwise: Illinois trial inside the bracket (the midpoint if degenerate)
             lo, hi, flo, fhi = s["lo"], s["hi"], s["flo"], s["fhi"]
             # (the secant point kept 1e-3 of the bracket from its ends: a root
             # close to an end - e.g. the mirror-image stop of the other side,
@@ -531,6 +531,9 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
                                r, v, lin, fac, emax, k, t)
         r1, v1, lin, fac, emax = out
         if stateful:
+            # (a W-method's carried linearisation may stem from the mode before
+            # an event until its next re-linearisation: its order holds for
+            # any Jacobian; the located sub-steps linearise afresh)
             r1, v1, z, emax, n_ev, ov = state_events(r, v, z, emax, t, r1, v1, n_ev)
             over = over | ov
         return (r1, v1, lin, fac, emax, z, n_ev, over), None
