@@ -245,12 +245,17 @@ def stop_penetration(prm, L):
     return prm["engage_sign"] * (prm["engage"] - L)
 
 
+def stick_tension(prm, L, Ldot):
+    """Tension [N] of a stuck damper's elastic stick: k_s (L - anchor) + c_s dL/dt."""
+    return prm["friction_k"] * (L - prm["anchor"]) + prm["friction_c"] * Ldot
+
+
 def friction_tension(prm, L, Ldot):
     """Coulomb friction of a damper as a tension [N] (kernels.model._p2p_friction):
     sliding F_c * slip, stuck k_s (L - anchor) + c_s dL/dt, SLIP_OFF 0;
     the regularised law F_c tanh(dL/dt / v_reg) whatever the mode."""
     slip = prm["slip"]
-    stick = prm["friction_k"] * (L - prm["anchor"]) + prm["friction_c"] * Ldot
+    stick = stick_tension(prm, L, Ldot)
     switching = jnp.where(slip == SLIP_OFF, 0.0, jnp.where(slip == 0.0, stick, prm["friction"] * slip))
     v_reg = prm["friction_v"]
     regular = prm["friction"] * jnp.tanh(Ldot / jnp.where(v_reg > 0, v_reg, 1.0))
@@ -266,7 +271,7 @@ def p2p_root(prm, L, Ldot, contact_event):
     pen = stop_penetration(prm, L)
     contact = jnp.where(prm["contact"] == 1.0, -pen, pen)
     slip = prm["slip"]
-    stick = prm["friction_k"] * (L - prm["anchor"]) + prm["friction_c"] * Ldot
+    stick = stick_tension(prm, L, Ldot)
     friction = jnp.where(slip == 0.0, jnp.abs(stick) - prm["friction"], -slip * Ldot)
     return jnp.where(contact_event, contact, friction)
 
@@ -277,7 +282,7 @@ def p2p_switch(prm, L, Ldot, contact_event, fired):
     sliding damper sticks, relaxed at the current length (anchor = L); a
     stuck one slides in the direction of its stick tension."""
     contact, slip, anchor = prm["contact"], prm["slip"], prm["anchor"]
-    stick = prm["friction_k"] * (L - anchor) + prm["friction_c"] * Ldot
+    stick = stick_tension(prm, L, Ldot)
     new_contact = jnp.where(contact_event, 1.0 - contact, contact)
     new_slip = jnp.where(contact_event, slip, jnp.where(slip == 0.0, jnp.sign(stick), 0.0))
     new_anchor = jnp.where(contact_event | (slip == 0.0), anchor, L)
