@@ -6,12 +6,24 @@
                                                              # second timing pass (best of both), rewrites outputs
     .venv/bin/python benchmarks/work_precision.py --from-json benchmarks/results/work_precision.json
                                                              # redraw PNG and table from a finished run
+    .venv/bin/python benchmarks/work_precision.py --loadcase pothole --stop-law switching
+                                                             # the stop load case: work_precision_pothole.*
+    .venv/bin/python benchmarks/work_precision.py --merge OUT.json A.json B.json ...
+                                                             # one diagram from runs split over processes
 
 For each axle (``configs/model/<axle>.yaml``) under the longitudinal step
 (``configs/loadcase/longitudinal_step.yaml``), each method of
 :data:`kernels.methods.FIXED_STEP` (lsrt2, ros34pw2, linear_implicit_euler),
 each step h in {0.25, 0.5, 1, 2, 4} ms and each re-linearisation interval
 N in {1, 2, 4, 8} (``relinearise_every``):
+
+``--loadcase pothole --stop-law switching`` measures the stop load case
+instead (``configs/loadcase/pothole.yaml``, 0-0.6 s, the stops with their
+switching law: engagement and release located as state events, the Radau
+reference with the same root functions); its two signals are the
+*vertical* wheel-centre displacement and the vertical force in the
+reference bushings (the direction the load case drives), NMSE over its
+``nmse_window``.
 
 * accuracy: the NMSE of method.md section 3 against the Radau reference
   (``kernels.radau.solve``, rtol 1e-8, as the suite and the tests),
@@ -62,7 +74,7 @@ import yaml
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
 from kernels.methods import FIXED_STEP
-from sweep.cube import pooled_signals
+from sweep.cube import SIDES, pooled_signals
 from kernels.statics import equilibrium
 from sweep.loadcase import sample_grid
 from sweep.model_builder import model_from_config
@@ -80,6 +92,9 @@ H_MS = (0.25, 0.5, 1.0, 2.0, 4.0)
 RELINEARISE = (1, 2, 4, 8)
 # (name in sweep.cube.pooled_signals, key in the results)
 SIGNALS = (("wheel_displacement", "displacement"), ("bushing_force", "force"))
+# the direction (vehicle frame: 0 = x, 2 = z) of both signals per load case: the one it drives
+DIRECTION = {"longitudinal_step": 0, "pothole": 2}
+DIRECTION_WORD = {0: "longitudinal", 1: "lateral", 2: "vertical"}
 DIVERGED_NMSE = 1.0
 WHICH_HEADING = "## Which method when"
 REF_RTOL = 1e-8
@@ -96,6 +111,11 @@ class Case:
     window: tuple
     r_eq: jax.Array
     loadcase: str
+    model_stop_law: str = None
+
+    @property
+    def direction(self):
+        return DIRECTION.get(self.loadcase, 0)
 
 
 def _yaml(*p):
@@ -103,13 +123,18 @@ def _yaml(*p):
         return yaml.safe_load(f)
 
 
-def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, window=None):
+def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, window=None, stop_law=None):
     """The axle ``configs/model/<axle>.yaml`` under ``configs/loadcase/<loadcase>.yaml``
-    started at ``t_start`` (and ended at ``t_end``, default the load case's);
-    NMSE window ``window`` (default the load case's ``nmse_window``)."""
-    model = model_from_config(_yaml("model", f"{axle}.yaml"))
+    started at ``t_start`` (default the load case's; and ended at ``t_end``,
+    default the load case's); NMSE window ``window`` (default the load case's
+    ``nmse_window``); ``stop_law``: the model's ``stop_law`` override (smooth | switching)."""
+    cfg = dict(_yaml("model", f"{axle}.yaml"))
+    if stop_law is not None:
+        cfg["stop_law"] = stop_law
+    model = model_from_config(cfg)
     lc = dict(_yaml("loadcase", f"{loadcase}.yaml"))
-    lc["t_start"] = float(t_start)
+    if t_start is not None:
+        lc["t_start"] = float(t_start)
     if t_end is not None:
         lc["t_end"] = float(t_end)
     exc, t0, t1 = build_excitation(lc)
@@ -119,7 +144,7 @@ def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, windo
     eq = equilibrium(model, loads.u_at(exc, t0))
     if not bool(eq.converged):
         raise RuntimeError(f"{axle}: static equilibrium at t = {t0} s did not converge")
-    return Case(axle, model, exc, t0, t1, win, eq.r, loadcase)
+    return Case(axle, model, exc, t0, t1, win, eq.r, loadcase, stop_law)
 
 
 @jax.jit
@@ -130,30 +155,59 @@ def _channels_of_states(model, r_eq, r, v):
     return jax.vmap(lambda rr, vv: ch(model, rr, vv, r_eq))(r, v)
 
 
-def reference(case, dt, rtol=REF_RTOL):
-    """Radau reference channels at t0 + k dt (every step of the finest h), once per axle."""
+def reference(case, dt, rtol=REF_RTOL, cache_dir=None):
+    """Radau reference channels at t0 + k dt (every step of the finest h), once per axle.
+    ``cache_dir``: read it from / write it to ``<cache_dir>/<key>.npz`` (processes
+    that share an axle and load case then solve it once)."""
     from kernels.radau import solve as radau
     n = sample_grid(case.t0, case.t1, dt, 1)
     t = case.t0 + np.arange(n) * dt
+    path = None
+    if cache_dir:
+        law = case.model_stop_law or "yaml"
+        path = os.path.join(cache_dir, f"radau_{case.name}_{case.loadcase}_{law}_{case.t0:g}_{case.t1:g}_"
+                                       f"{dt * 1e3:g}ms_{rtol:g}.npz")
+        if os.path.exists(path):
+            z = np.load(path)
+            return {"t": t, "dt": dt, "rtol": rtol, "wall_s": float(z["wall_s"]), "cached": path,
+                    "channels": {k: z[k] for k in ("wheel_centre_displacement", "bushing_force")}}
     tic = time.perf_counter()
     _, r, v = radau(case.model, case.exc, case.r_eq, jnp.zeros_like(case.r_eq), t, rtol=rtol)
     out = _channels_of_states(case.model, case.r_eq, jnp.asarray(r), jnp.asarray(v))
     out = {k: np.asarray(out[k]) for k in ("wheel_centre_displacement", "bushing_force")}
-    return {"t": t, "dt": dt, "channels": out, "rtol": rtol, "wall_s": time.perf_counter() - tic}
+    wall = time.perf_counter() - tic
+    if path:
+        os.makedirs(cache_dir, exist_ok=True)
+        np.savez(path + ".part.npz", wall_s=wall, **out)
+        os.replace(path + ".part.npz", path)
+    return {"t": t, "dt": dt, "channels": out, "rtol": rtol, "wall_s": wall}
 
 
 def _window_mask(t, window):
     return (t >= window[0] - 1e-9) & (t <= window[1] + 1e-9)
 
 
+def signals(ch, model, what, direction=0):
+    """``sweep.cube.pooled_signals`` (method.md section 3: longitudinal, both
+    sides pooled) in any direction of the vehicle frame."""
+    if direction == 0:
+        return pooled_signals(ch, model, what)
+    if what == "wheel_displacement":
+        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, direction] for s in (0, 1)])
+    names = model.topology.bushing_names
+    idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in SIDES]
+    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, direction] for i in idx])
+
+
 def nmse_of(case, out, ref_channels, t):
-    """NMSE (method.md section 3) of both README signals over the case's window,
-    both sides pooled, with the project's functions: {key: value}."""
+    """NMSE (method.md section 3) of both signals over the case's window, both
+    sides pooled, in the direction the load case drives, with the project's
+    functions: {key: value}."""
     sel = np.tile(_window_mask(t, case.window), 2)
     res = {}
     for what, key in SIGNALS:
-        y = pooled_signals(out, case.model, what)[sel]
-        y_ref = pooled_signals(ref_channels, case.model, what)[sel]
+        y = signals(out, case.model, what, case.direction)[sel]
+        y_ref = signals(ref_channels, case.model, what, case.direction)[sel]
         res[key] = float(metrics.nmse(y, y_ref))
     return res
 
@@ -208,38 +262,47 @@ def measure(case, ref, method, h, relinearise_every, repeat=3):
 
 def work_precision(axles=AXLES, methods=METHOD_NAMES, h_ms=H_MS, relinearise=RELINEARISE,
                    repeat=3, t_start=4.5, t_end=None, window=None, loadcase="longitudinal_step",
-                   ref_rtol=REF_RTOL, on_row=None, log=print, done=()):
+                   ref_rtol=REF_RTOL, on_row=None, log=print, done=(), stop_law=None, ref_cache=None,
+                   shard=(0, 1)):
     """The core: every combination on every axle; returns the results dict
     (``entries``: one row per combination; ``references``: Radau run per axle).
     ``on_row(results)`` is called after every combination (incremental writes);
-    ``done``: rows of an interrupted run to keep instead of measuring again."""
+    ``done``: rows of an interrupted run to keep instead of measuring again;
+    ``shard = (k, n)``: only every n-th combination from the k-th, counted over
+    N, axle, method, h in that order (processes that split the diagram each
+    begin with the re-linearise-every-1 points)."""
     for m in methods:
         if m not in FIXED_STEP:
             raise ValueError(f"unknown fixed-step method {m!r}; known: {sorted(FIXED_STEP)}")
     hs = sorted(float(x) * 1e-3 for x in h_ms)
-    res = {"entries": [], "references": {}, "t_start": float(t_start), "loadcase": loadcase,
+    res = {"entries": [], "references": {}, "t_start": t_start, "loadcase": loadcase, "stop_law": stop_law,
+           "direction": DIRECTION.get(loadcase, 0),
            "methods": list(methods), "h_ms": [round(h * 1e3, 6) for h in hs],
            "relinearise_every": [int(n) for n in relinearise], "repeat": int(repeat),
            "solver": "block", "dtype": "float64", "nmse_divergence_threshold": DIVERGED_NMSE}
     key = lambda e: (e["axle"], e["method"], round(float(e["h_ms"]), 6), int(e["relinearise_every"]))  # noqa: E731
     kept = {key(e): e for e in done if "run_s" in e}
+    combos = [(a, m, round(h * 1e3, 6), int(N)) for N in relinearise for a in axles for m in methods for h in hs]
+    mine = {c for i, c in enumerate(combos) if i % shard[1] == shard[0]}
     for axle in axles:
         todo = [(m, N, h) for m in methods for N in relinearise for h in hs
-                if (axle, m, round(h * 1e3, 6), int(N)) not in kept]
+                if (axle, m, round(h * 1e3, 6), int(N)) in mine and (axle, m, round(h * 1e3, 6), int(N)) not in kept]
         if not todo:
-            res["entries"] += [kept[(axle, m, round(h * 1e3, 6), int(N))]
-                               for m in methods for N in relinearise for h in hs]
+            res["entries"] += [kept[c] for m in methods for N in relinearise for h in hs
+                               if (c := (axle, m, round(h * 1e3, 6), int(N))) in mine and c in kept]
             continue
-        case = load_case(axle, loadcase, t_start, t_end, window)
-        res.update(t_end=case.t1, window=list(case.window))
+        case = load_case(axle, loadcase, t_start, t_end, window, stop_law)
+        res.update(t_start=case.t0, t_end=case.t1, window=list(case.window))
         log(f"{axle}: Radau reference {case.t0}-{case.t1} s every {hs[0] * 1e3:g} ms ...")
-        ref = reference(case, hs[0], ref_rtol)
+        ref = reference(case, hs[0], ref_rtol, ref_cache)
         res["references"][axle] = {"rtol": ref["rtol"], "dt_ms": hs[0] * 1e3, "wall_s": ref["wall_s"],
                                    "samples": len(ref["t"])}
         log(f"{axle}: reference took {ref['wall_s']:.1f} s")
         for method in methods:
             for N in relinearise:
                 for h in hs:
+                    if (axle, method, round(h * 1e3, 6), int(N)) not in mine:
+                        continue
                     row = kept.get((axle, method, round(h * 1e3, 6), int(N)))
                     if row is None:
                         row = measure(case, ref, method, h, N, repeat)
@@ -268,7 +331,7 @@ def retime(res, repeat=3, on_row=None, log=print):
         axle = row["axle"]
         if axle not in cases:
             cases[axle] = load_case(axle, res.get("loadcase", "longitudinal_step"), res["t_start"],
-                                    res.get("t_end"), res.get("window"))
+                                    res.get("t_end"), res.get("window"), res.get("stop_law"))
         case = cases[axle]
         h = row["h_ms"] * 1e-3
         n = sample_grid(case.t0, case.t1, h, 1)
@@ -324,8 +387,9 @@ def plot(res, path):
     axles = list(dict.fromkeys(e["axle"] for e in entries))
     fig = Figure(figsize=(max(6.2 * len(axles), 11.0), 11.0), layout="constrained")
     axs = fig.subplots(2, len(axles), squeeze=False)
-    titles = {"displacement": "longitudinal wheel-centre displacement",
-              "force": "longitudinal force, reference bushings"}
+    word = DIRECTION_WORD[res.get("direction", 0)]
+    titles = {"displacement": f"{word} wheel-centre displacement",
+              "force": f"{word} force, reference bushings"}
     for j, axle in enumerate(axles):
         for i, (_, key) in enumerate(SIGNALS):
             ax = axs[i, j]
@@ -369,16 +433,28 @@ def plot(res, path):
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=9)
     w = res.get("window", [4.9, 6.0])
     fig.suptitle(
-        f"Work-precision of the fixed-step methods, longitudinal step, one variant "
+        f"Work-precision of the fixed-step methods, {_case_words(res)}, one variant "
         f"(numbers next to the re-linearise-every-{res['relinearise_every'][0]} points: h in ms)\n"
-        f"Top row: longitudinal wheel-centre displacement; bottom row: longitudinal force in the reference "
-        f"bushings (the README table's two NMSE signals).\n"
+        f"Top row: {word} wheel-centre displacement; bottom row: {word} force in the reference "
+        f"bushings.\n"
         f"NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g}-{w[1]:g} s, both sides pooled, against "
-        f"Radau (rtol {_ref_rtol(res):g}). Run {res.get('t_start', 0):g}-{res.get('t_end', 0):g} s, "
+        f"Radau (rtol {_ref_rtol(res):g}). Run {res.get('t_start') or 0:g}-{res.get('t_end', 0):g} s, "
         f"block solver, float64, {res.get('date', '')};\nwall time = run only, best of {res.get('repeat', '?')}, "
-        f"on a shared 2-core CPU (timings noisy)",
+        f"on {_machine_words(res)}",
         fontsize=9)
     fig.savefig(path, dpi=110)
+
+
+def _case_words(res):
+    lc = res.get("loadcase", "longitudinal_step").replace("_", " ")
+    return lc + (f", {res['stop_law']} stop law" if res.get("stop_law") else "")
+
+
+def _machine_words(res):
+    m = res.get("machine", {})
+    par = res.get("processes")
+    return (f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores"
+            + (f", {par} processes at once" if par else ", shared, timings noisy") + ")")
 
 
 def markdown(res, command):
@@ -398,22 +474,30 @@ def markdown(res, command):
                   f"{rt.get('started', '')} - {rt.get('finished', '')}, {rt.get('wall_min', float('nan')):.0f} min, "
                   f"load average {rla.get('start', '?')} / {rla.get('end', '?')}) ran every combination again "
                   "in reverse order; the time is the best over both passes.")
-    L.append(f"**Timings are noisy**: this 2-core machine was shared with another developer's jobs "
-             f"during the run (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
-             f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
-             f"executable, compile excluded.{passes} Compare factors, not per cent.")
+    if res.get("processes"):
+        L.append(f"**Timings**: {res['processes']} processes ran at once on this machine, each with a share "
+                 f"of the combinations (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
+                 f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
+                 f"executable, compile excluded.{passes} Compare factors, not per cent.")
+    else:
+        L.append(f"**Timings are noisy**: this 2-core machine was shared with another developer's jobs "
+                 f"during the run (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
+                 f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
+                 f"executable, compile excluded.{passes} Compare factors, not per cent.")
     L.append("")
     w = res.get("window", [4.9, 6.0])
-    L.append(f"Single variant, block solver, float64, all channels stored at every step (the app's "
-             f"single-variant path, `sweep.kinds.time_response.lsrt2_run`); run from {res.get('t_start'):g} s (static "
-             f"equilibrium) to {res.get('t_end'):g} s = {res.get('t_end', 0) - res.get('t_start', 0):g} "
+    word = DIRECTION_WORD[res.get("direction", 0)]
+    L.append(f"Load case: {_case_words(res)}. "
+             f"Single variant, block solver, float64, all channels stored at every step (the app's "
+             f"single-variant path, `sweep.kinds.time_response.lsrt2_run`); run from {res.get('t_start') or 0:g} s (static "
+             f"equilibrium) to {res.get('t_end'):g} s = {res.get('t_end', 0) - (res.get('t_start') or 0):g} "
              f"simulated s. NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g} s <= t <= {w[1]:g} s, "
              "both sides pooled (method.md section 3), sampled at every step of the method, against "
-             f"scipy's Radau (rtol {_ref_rtol(res):g}); *displacement* = longitudinal wheel-centre "
-             "displacement, *force* = longitudinal force in the reference bushings (the README table's "
-             f"two signals). N = re-linearise every N steps. Status: `non-finite` = the state blew up, "
-             f"`diverged` = NMSE > {DIVERGED_NMSE:g}. Figure: `work_precision.png`; all numbers: "
-             "`work_precision.json`.")
+             f"scipy's Radau (rtol {_ref_rtol(res):g}); *displacement* = {word} wheel-centre "
+             f"displacement, *force* = {word} force in the reference bushings. N = re-linearise every "
+             f"N steps. Status: `non-finite` = the state blew up, "
+             f"`diverged` = NMSE > {DIVERGED_NMSE:g}. Figure: `{res.get('stem', 'work_precision')}.png`; "
+             f"all numbers: `{res.get('stem', 'work_precision')}.json`.")
     L.append("")
     L.append("| axle | method | h [ms] | N | NMSE displacement | NMSE force | us/step | wall s per simulated s | status |")
     L.append("|---|---|---|---|---|---|---|---|---|")
@@ -460,7 +544,20 @@ def main(argv=None):
     ap.add_argument("--h-ms", nargs="+", type=float, default=None)
     ap.add_argument("--relinearise-every", nargs="+", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per combination (best taken)")
-    ap.add_argument("--t-start", type=float, default=4.5)
+    ap.add_argument("--t-start", type=float, default=None,
+                    help="start of the run [s] (default 4.5 for the longitudinal step, else the load case's)")
+    ap.add_argument("--loadcase", default="longitudinal_step", choices=sorted(DIRECTION),
+                    help="configs/loadcase/<name>.yaml (outputs: work_precision_<name>.* unless the step)")
+    ap.add_argument("--stop-law", default=None, choices=("smooth", "switching"),
+                    help="the models' stop_law (default: each model yaml's)")
+    ap.add_argument("--reference-cache", default=None, metavar="DIR",
+                    help="keep the Radau reference runs in DIR (npz) and reuse them")
+    ap.add_argument("--shard", default="0/1", metavar="K/N",
+                    help="measure only every N-th combination from the K-th (processes splitting the diagram; "
+                         "outputs <stem>.shardK.*, then --merge)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                    help="OUT.json IN.json ...: one result from runs split over processes (same load case); "
+                         "writes OUT's json, md and png")
     ap.add_argument("--out-dir", default=RESULTS)
     ap.add_argument("--no-cache", action="store_true", help="no persistent compilation cache")
     ap.add_argument("--from-json", default=None, help="only redraw PNG and markdown from this JSON")
@@ -469,7 +566,15 @@ def main(argv=None):
     ap.add_argument("--retime", default=None, metavar="JSON",
                     help="second timing pass over a finished run (best of all runs), rewrites its outputs")
     args = ap.parse_args(argv)
-    stem = "work_precision_quick" if args.quick else "work_precision"
+    stem = "work_precision" + ("" if args.loadcase == "longitudinal_step" else f"_{args.loadcase}")
+    stem += "_quick" if args.quick else ""
+    if args.merge:
+        return _merge_main(args.merge)
+    shard = tuple(int(x) for x in args.shard.split("/"))
+    if len(shard) != 2 or not 0 <= shard[0] < shard[1]:
+        raise SystemExit(f"--shard {args.shard!r}: K/N with 0 <= K < N")
+    if shard[1] > 1:
+        stem += f".shard{shard[0]}"
     if args.from_json:
         with open(args.from_json) as f:
             res = json.load(f)
@@ -512,8 +617,12 @@ def main(argv=None):
                     loadavg={"start": old.get("loadavg", {}).get("start", meta["loadavg"]["start"])})
         started -= 60 * old.get("wall_min", 0.0)
         print(f"resuming: {len(done)} combination(s) kept from {out_json}", flush=True)
-    res = work_precision(axles, methods, h_ms, Ns, repeat, args.t_start, on_row=on_row,
-                         log=lambda s: print(s, flush=True), done=done)
+    t_start = args.t_start if args.t_start is not None else (
+        4.5 if args.loadcase == "longitudinal_step" else None)
+    meta["stem"] = stem
+    res = work_precision(axles, methods, h_ms, Ns, repeat, t_start, loadcase=args.loadcase, on_row=on_row,
+                         log=lambda s: print(s, flush=True), done=done, stop_law=args.stop_law,
+                         ref_cache=args.reference_cache, shard=shard)
     meta["loadavg"]["end"] = _loadavg()
     meta["finished"] = time.strftime("%H:%M")
     res.update(meta, wall_min=(time.time() - started) / 60)
@@ -521,6 +630,46 @@ def main(argv=None):
         print(f"written: {p}")
     n_bad = sum(e["status"] != "ok" for e in res["entries"])
     print(f"{len(res['entries'])} combinations, {n_bad} not ok, {res['wall_min']:.1f} min")
+    return 0
+
+
+def _merge_main(paths):
+    """``--merge OUT IN...``: the entries of every IN (one per combination, the
+    last IN wins), references and machine of the first, ``processes`` = the
+    number of INs (they ran at once), wall = the longest."""
+    out, ins = paths[0], paths[1:]
+    if not ins:
+        raise SystemExit("--merge needs OUT.json and at least one IN.json")
+    parts = []
+    for p in ins:
+        with open(p) as f:
+            parts.append(json.load(f))
+    lcs = {r.get("loadcase", "longitudinal_step") for r in parts}
+    if len(lcs) != 1:
+        raise SystemExit(f"--merge: the inputs are of different load cases {sorted(lcs)}")
+    res = dict(parts[0])
+    key = lambda e: (e["axle"], e["method"], round(float(e["h_ms"]), 6), int(e["relinearise_every"]))  # noqa: E731
+    rows = {}
+    for r in parts:
+        for e in r["entries"]:
+            rows[key(e)] = e
+        for ax, ref in r.get("references", {}).items():
+            res["references"].setdefault(ax, ref)
+    order = lambda k: (AXLES.index(k[0]) if k[0] in AXLES else 9, METHOD_NAMES.index(k[1])  # noqa: E731
+                       if k[1] in METHOD_NAMES else 9, k[3], k[2])
+    res["entries"] = [rows[k] for k in sorted(rows, key=order)]
+    for fld, vals in (("methods", METHOD_NAMES), ("relinearise_every", RELINEARISE), ("h_ms", H_MS)):
+        got = {e[fld if fld != "methods" else "method"] for e in res["entries"]}
+        res[fld] = [v for v in vals if v in got] + sorted(v for v in got if v not in vals)
+    res["processes"] = len(parts)
+    res["wall_min"] = max(r.get("wall_min", 0.0) for r in parts)
+    res["finished"] = max(r.get("finished", "") for r in parts)
+    res["command"] = "; ".join(r.get("command", "") for r in parts) + \
+        f"; python benchmarks/work_precision.py --merge {' '.join(paths)}"
+    stem = os.path.splitext(os.path.basename(out))[0]
+    res["stem"] = stem
+    for p in write_outputs(res, os.path.dirname(os.path.abspath(out)), stem, res["command"]):
+        print(f"written: {p}")
     return 0
 
 
