@@ -421,11 +421,12 @@ def plot(res, path):
             ax.set_xlabel("wall time per simulated second [s] (run only, best of repeats)")
             ax.set_ylabel(f"NMSE {key} vs Radau")
             if bad:
-                txt = "not plotted: " + ", ".join(
-                    f"{e['method']} h={e['h_ms']:g} N={e['relinearise_every']} ({e['status'].split(':')[0]})"
-                    for e in bad)
-                ax.text(0.01, 0.01, txt, transform=ax.transAxes, fontsize=6, va="bottom", wrap=True,
-                        color="0.3")
+                items = [f"{e['method']} h={e['h_ms']:g} N={e['relinearise_every']} ({e['status'].split(':')[0]})"
+                         for e in bad]
+                lines = [", ".join(items[i:i + 3]) for i in range(0, len(items), 3)]
+                t = ax.text(0.01, 0.01, "not plotted:\n" + "\n".join(lines), transform=ax.transAxes,
+                            fontsize=6, va="bottom", color="0.3")
+                t.set_in_layout(False)      # a long list must not squeeze the axes
     handles = [mlines.Line2D([], [], color=COLOURS.get(m, "k"), lw=2, label=m) for m in res["methods"]]
     handles += [mlines.Line2D([], [], color="0.3", marker=STYLES.get(N, ("x", "-"))[0],
                               linestyle=STYLES.get(N, ("x", "-"))[1], label=f"re-linearise every {N}")
