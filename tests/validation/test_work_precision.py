@@ -62,3 +62,33 @@ def test_lsrt2_nmse_falls_as_order_two_when_h_halves(result):
         ratio = by_h[1.0][key] / by_h[0.5][key]
         # order 2: error / 4, NMSE (squared) / 16; order 1 would give 4
         assert 8.0 < ratio < 32.0, f"{key}: NMSE(1 ms) / NMSE(0.5 ms) = {ratio:.2f}"
+
+
+def test_shards_partition_the_combinations_and_merge_back(wp, tmp_path):
+    """``--shard K/N`` gives every combination to exactly one process and
+    ``--merge`` puts the diagram back together (rows of finished runs: no
+    compile here)."""
+    combos = [(m, h, n) for m in ("lsrt2", "ros34pw2") for h in (0.5, 1.0) for n in (1, 2)]
+    done = [{"axle": "toy_trailing_arm", "method": m, "h_ms": h, "relinearise_every": n, "run_s": [1.0],
+             "status": "ok", "nmse_displacement": h * 1e-6 * n, "nmse_force": h * 2e-6 * n,
+             "us_per_step": 100.0, "wall_s_per_simulated_s": 0.1 / h, "steps": 10} for m, h, n in combos]
+    parts, seen = [], []
+    for k in range(3):
+        res = wp.work_precision(["toy_trailing_arm"], ["lsrt2", "ros34pw2"], [1.0, 0.5], [1, 2], repeat=1,
+                                loadcase="pothole", done=done, shard=(k, 3), log=lambda s: None)
+        assert res["direction"] == 2                       # the pothole's signals are vertical
+        seen += [(e["method"], e["h_ms"], e["relinearise_every"]) for e in res["entries"]]
+        p = tmp_path / f"part{k}.json"
+        p.write_text(json.dumps(dict(res, machine={"cpu": "test"}, wall_min=float(k), command=f"shard {k}",
+                                     t_start=0.0, t_end=0.6, window=[0.0, 0.6])))
+        parts.append(str(p))
+    assert sorted(seen) == sorted(combos)                   # each exactly once
+    out = str(tmp_path / "merged.json")
+    assert wp._merge_main([out, *parts]) == 0
+    with open(out) as f:
+        merged = json.load(f)
+    assert len(merged["entries"]) == len(combos) and merged["processes"] == 3 and merged["wall_min"] == 2.0
+    assert merged["methods"] == ["lsrt2", "ros34pw2"] and merged["relinearise_every"] == [1, 2]
+    with open(out[:-5] + ".md") as f:
+        assert "vertical wheel-centre" in f.read()
+    assert os.path.getsize(out[:-5] + ".png") > 0
