@@ -8,10 +8,12 @@
 # repository root with .gpu_site/ carried (see gpu_check.sh). The device
 # machine returns at most 8 files from $OUT: everything goes into one
 # tarball, $OUT/work_precision_pothole.tgz; unpack it here and merge with
-#   python benchmarks/work_precision.py --merge OUT.json DIR/*.shard*.json
+#   python benchmarks/work_precision.py --merge OUT.json SEED.json DIR/*.shard*.json
 # The first use (2026-11-26, 16 shards, 545 s) measured 55 of the 120
-# combinations (one compile took 45-120 s on one core of that machine):
-# plan two calls of ~9 minutes, the second resuming in $WORK while warm.
+# combinations (one compile took 45-120 s on one core of that machine);
+# the rows already in benchmarks/results/work_precision_pothole.json are
+# seeded into every shard, so a call measures only what is missing. The
+# machine goes back 30 s after a call: a second call starts a fresh one.
 export PYTHONUNBUFFERED=1
 REPO=$(pwd)
 OUT=${OUT:-/tmp/wp_out}
@@ -26,6 +28,13 @@ export PYTHONPATH=/tmp/site:$REPO/.gpu_site/site:$REPO
 export JAX_PLATFORMS=cpu
 unset AXLE_CPU_DEVICES
 lscpu | grep -E "Model name|^CPU\(s\)" | tee "$WORK/machine.txt"
+# rows already measured (SEED, default the committed diagram) are kept:
+# every shard resumes from them and measures only the missing combinations
+SEED=${SEED:-$REPO/benchmarks/results/work_precision_pothole.json}
+for k in $(seq 0 $((SHARDS - 1))); do
+    [ -f "$SEED" ] && [ ! -f "$WORK/work_precision_pothole.shard$k.json" ] && \
+        cp "$SEED" "$WORK/work_precision_pothole.shard$k.json"
+done
 START=$SECONDS
 for k in $(seq 0 $((SHARDS - 1))); do
     timeout $((TOTAL - (SECONDS - START))) taskset -c "$k" python3 benchmarks/work_precision.py \
