@@ -458,6 +458,11 @@ def _machine_words(res):
             + (f", {par} processes at once" if par else ", shared, timings noisy") + ")")
 
 
+def _other_machine(res, row):
+    cpu = row.get("machine")
+    return f" (timed on {cpu})" if cpu and cpu != res.get("machine", {}).get("cpu") else ""
+
+
 def markdown(res, command):
     m = res.get("machine", {})
     la = res.get("loadavg", {})
@@ -506,7 +511,7 @@ def markdown(res, command):
         L.append(f"| {e['axle']} | {e['method']} | {e['h_ms']:g} | {e['relinearise_every']} | "
                  f"{_fmt(e.get('nmse_displacement'))} | {_fmt(e.get('nmse_force'))} | "
                  f"{_fmt(e.get('us_per_step'), '.0f')} | {_fmt(e.get('wall_s_per_simulated_s'), '.3f')} | "
-                 f"{e['status']} |")
+                 f"{e['status']}{_other_machine(res, e)} |")
     return "\n".join(L) + "\n"
 
 
@@ -652,8 +657,12 @@ def _merge_main(paths):
     key = lambda e: (e["axle"], e["method"], round(float(e["h_ms"]), 6), int(e["relinearise_every"]))  # noqa: E731
     rows = {}
     for r in parts:
+        cpu = r.get("machine", {}).get("cpu", "?")
         for e in r["entries"]:
-            rows[key(e)] = e
+            old = rows.get(key(e))
+            if old is not None and old.get("run_s") == e.get("run_s"):
+                continue          # the same measurement carried into a later part (a seed): keep its machine
+            rows[key(e)] = dict(e, machine=e.get("machine", cpu))
         for ax, ref in r.get("references", {}).items():
             res["references"].setdefault(ax, ref)
     order = lambda k: (AXLES.index(k[0]) if k[0] in AXLES else 9, METHOD_NAMES.index(k[1])  # noqa: E731
