@@ -5,7 +5,8 @@
 # each pinned to its own core (taskset), JAX on the CPU (the diagram is the
 # single-variant CPU figure, as the longitudinal one). The Radau references
 # come from REFS (computed once beforehand: --reference-cache). Run from the
-# repository root with .gpu_site/ carried (see gpu_check.sh). The device
+# repository root with .gpu_site/ and .wp_refs/ carried (see gpu_check.sh;
+# .wp_refs/: `--reference-cache .wp_refs` of a local run). The device
 # machine returns at most 8 files from $OUT: everything goes into one
 # tarball, $OUT/work_precision_pothole.tgz; unpack it here and merge with
 #   python benchmarks/work_precision.py --merge OUT.json SEED.json DIR/*.shard*.json

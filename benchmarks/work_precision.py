@@ -74,7 +74,7 @@ import yaml
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
 from kernels.methods import FIXED_STEP
-from sweep.cube import SIDES, pooled_signals
+from sweep.cube import pooled_signals
 from kernels.statics import equilibrium
 from sweep.loadcase import sample_grid
 from sweep.model_builder import model_from_config
@@ -187,18 +187,6 @@ def _window_mask(t, window):
     return (t >= window[0] - 1e-9) & (t <= window[1] + 1e-9)
 
 
-def signals(ch, model, what, direction=0):
-    """``sweep.cube.pooled_signals`` (method.md section 3: longitudinal, both
-    sides pooled) in any direction of the vehicle frame."""
-    if direction == 0:
-        return pooled_signals(ch, model, what)
-    if what == "wheel_displacement":
-        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, direction] for s in (0, 1)])
-    names = model.topology.bushing_names
-    idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in SIDES]
-    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, direction] for i in idx])
-
-
 def nmse_of(case, out, ref_channels, t):
     """NMSE (method.md section 3) of both signals over the case's window, both
     sides pooled, in the direction the load case drives, with the project's
@@ -206,8 +194,8 @@ def nmse_of(case, out, ref_channels, t):
     sel = np.tile(_window_mask(t, case.window), 2)
     res = {}
     for what, key in SIGNALS:
-        y = signals(out, case.model, what, case.direction)[sel]
-        y_ref = signals(ref_channels, case.model, what, case.direction)[sel]
+        y = pooled_signals(out, case.model, what, case.direction)[sel]
+        y_ref = pooled_signals(ref_channels, case.model, what, case.direction)[sel]
         res[key] = float(metrics.nmse(y, y_ref))
     return res
 

@@ -47,16 +47,17 @@ def provenance():
     return info
 
 
-def pooled_signals(ch, model, what):
+def pooled_signals(ch, model, what, direction=0):
     """The signals of method.md section 3 from a channels dict (leading time axis),
     both sides pooled: ``wheel_displacement`` (longitudinal wheel-centre
     displacement [m]) or ``bushing_force`` (longitudinal force in the
-    reference bushings [N])."""
+    reference bushings [N]); ``direction`` 1 or 2: the lateral or vertical
+    component instead (vehicle frame)."""
     if what == "wheel_displacement":
-        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, 0] for s in (0, 1)])
+        return np.concatenate([np.asarray(ch["wheel_centre_displacement"])[:, s, direction] for s in (0, 1)])
     names = model.topology.bushing_names
     idx = [names.index(model.topology.tables["reference_bushings"][s]) for s in SIDES]
-    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, 0] for i in idx])
+    return np.concatenate([np.asarray(ch["bushing_force"])[:, i, direction] for i in idx])
 
 
 def split_loads(ds):
