@@ -248,6 +248,15 @@ def measure(case, ref, method, h, relinearise_every, repeat=3):
     return row
 
 
+def _combo(axle, method, h, relinearise_every):
+    """The key of one combination (h in s)."""
+    return axle, method, round(h * 1e3, 6), int(relinearise_every)
+
+
+def _row_key(row):
+    return _combo(row["axle"], row["method"], float(row["h_ms"]) * 1e-3, row["relinearise_every"])
+
+
 def work_precision(axles=AXLES, methods=METHOD_NAMES, h_ms=H_MS, relinearise=RELINEARISE,
                    repeat=3, t_start=4.5, t_end=None, window=None, loadcase="longitudinal_step",
                    ref_rtol=REF_RTOL, on_row=None, log=print, done=(), stop_law=None, ref_cache=None,
@@ -268,16 +277,13 @@ def work_precision(axles=AXLES, methods=METHOD_NAMES, h_ms=H_MS, relinearise=REL
            "methods": list(methods), "h_ms": [round(h * 1e3, 6) for h in hs],
            "relinearise_every": [int(n) for n in relinearise], "repeat": int(repeat),
            "solver": "block", "dtype": "float64", "nmse_divergence_threshold": DIVERGED_NMSE}
-    key = lambda e: (e["axle"], e["method"], round(float(e["h_ms"]), 6), int(e["relinearise_every"]))  # noqa: E731
-    kept = {key(e): e for e in done if "run_s" in e}
-    combos = [(a, m, round(h * 1e3, 6), int(N)) for N in relinearise for a in axles for m in methods for h in hs]
+    kept = {_row_key(e): e for e in done if "run_s" in e}
+    combos = [_combo(a, m, h, N) for N in relinearise for a in axles for m in methods for h in hs]
     mine = {c for i, c in enumerate(combos) if i % shard[1] == shard[0]}
     for axle in axles:
-        todo = [(m, N, h) for m in methods for N in relinearise for h in hs
-                if (axle, m, round(h * 1e3, 6), int(N)) in mine and (axle, m, round(h * 1e3, 6), int(N)) not in kept]
-        if not todo:
-            res["entries"] += [kept[c] for m in methods for N in relinearise for h in hs
-                               if (c := (axle, m, round(h * 1e3, 6), int(N))) in mine and c in kept]
+        ours = [c for m in methods for N in relinearise for h in hs if (c := _combo(axle, m, h, N)) in mine]
+        if all(c in kept for c in ours):
+            res["entries"] += [kept[c] for c in ours]
             continue
         case = load_case(axle, loadcase, t_start, t_end, window, stop_law)
         res.update(t_start=case.t0, t_end=case.t1, window=list(case.window))
@@ -289,9 +295,9 @@ def work_precision(axles=AXLES, methods=METHOD_NAMES, h_ms=H_MS, relinearise=REL
         for method in methods:
             for N in relinearise:
                 for h in hs:
-                    if (axle, method, round(h * 1e3, 6), int(N)) not in mine:
+                    if _combo(axle, method, h, N) not in mine:
                         continue
-                    row = kept.get((axle, method, round(h * 1e3, 6), int(N)))
+                    row = kept.get(_combo(axle, method, h, N))
                     if row is None:
                         row = measure(case, ref, method, h, N, repeat)
                         # each compiled executable keeps ~1-3k memory maps until the caches
@@ -468,16 +474,12 @@ def markdown(res, command):
                   f"{rt.get('started', '')} - {rt.get('finished', '')}, {rt.get('wall_min', float('nan')):.0f} min, "
                   f"load average {rla.get('start', '?')} / {rla.get('end', '?')}) ran every combination again "
                   "in reverse order; the time is the best over both passes.")
-    if res.get("processes"):
-        L.append(f"**Timings**: {res['processes']} processes ran at once on this machine, each with a share "
-                 f"of the combinations (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
-                 f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
-                 f"executable, compile excluded.{passes} Compare factors, not per cent.")
-    else:
-        L.append(f"**Timings are noisy**: this 2-core machine was shared with another developer's jobs "
-                 f"during the run (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
-                 f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
-                 f"executable, compile excluded.{passes} Compare factors, not per cent.")
+    how = (f"**Timings**: {res['processes']} processes ran at once on this machine, each with a share "
+           "of the combinations" if res.get("processes") else
+           "**Timings are noisy**: this 2-core machine was shared with another developer's jobs during the run")
+    L.append(f"{how} (load average (1, 5, 15 min) at start / end: {la.get('start', '?')} / "
+             f"{la.get('end', '?')}); each time is the best of {res.get('repeat')} runs of the same compiled "
+             f"executable, compile excluded.{passes} Compare factors, not per cent.")
     L.append("")
     w = res.get("window", [4.9, 6.0])
     word = DIRECTION_WORD[res.get("direction", 0)]
@@ -642,7 +644,7 @@ def _merge_main(paths):
     if len(lcs) != 1:
         raise SystemExit(f"--merge: the inputs are of different load cases {sorted(lcs)}")
     res = dict(parts[0])
-    key = lambda e: (e["axle"], e["method"], round(float(e["h_ms"]), 6), int(e["relinearise_every"]))  # noqa: E731
+    key = _row_key
     rows = {}
     for r in parts:
         cpu = r.get("machine", {}).get("cpu", "?")
