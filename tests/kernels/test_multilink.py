@@ -140,7 +140,7 @@ def step_runs(ml_model, step_excitation, ml_equilibrium):
     Radau at rtol 1e-6, atol 1e-9 m / 1e-6 m/s keeps the test inside its
     budget; measured against rtol 1e-8 / 1e-10 / 1e-8 it differs by at most
     4.4e-8 m and 0.016 N, two orders below the LSRT2 error it measures."""
-    return step_runs_against_radau(ml_model, step_excitation, ml_equilibrium.r, rtol=1e-6,
+    return step_runs_against_radau("multilink_step_nmse", ml_model, step_excitation, ml_equilibrium.r, rtol=1e-6,
                                    atol_coordinates=1e-9, atol_speeds=1e-6)
 
 

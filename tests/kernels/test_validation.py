@@ -30,7 +30,8 @@ FLOOR_FACTOR = 10.0         # value >  measured / 10: a test that compares nothi
 
 @pytest.fixture(scope="module")
 def runs(dw_model, step_excitation, dw_equilibrium):
-    return step_runs_against_radau(dw_model, step_excitation, dw_equilibrium.r, rtol=1e-8)
+    return step_runs_against_radau("double_wishbone_step_nmse", dw_model, step_excitation, dw_equilibrium.r,
+                                   rtol=1e-8)
 
 
 @pytest.mark.parametrize("what", ["wheel_displacement", "bushing_force"])
@@ -84,12 +85,12 @@ def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_e
     every = 1; h is traced), so it shares that compilation."""
     from sweep.kinds.time_response import lsrt2_run, make_channels
     channels = make_channels()
-    from kernels.radau import solve as radau
+    from tests.radau_store import radau_reference
     model, exc, r_eq = dw_model, step_excitation, dw_equilibrium.r
     t0, window, dt_out = 4.99, 0.06, 2e-3
     t_out = t0 + np.arange(int(round(window / dt_out)) + 1) * dt_out
-    _, rr, vv = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t_out, rtol=1e-9,
-                      atol_coordinates=1e-11, atol_speeds=1e-8)
+    _, rr, vv = radau_reference("double_wishbone_step_order_lsrt2", model, exc, r_eq, jnp.zeros_like(r_eq), t_out,
+                                rtol=1e-9, atol_coordinates=1e-11, atol_speeds=1e-8)
     ref = jax.vmap(lambda a, b: channels(model, a, b, r_eq))(jnp.asarray(rr), jnp.asarray(vv))
     hs = (2e-3, 1e-3, 5e-4)
     errors = {"wheel_displacement": [], "bushing_force": []}
@@ -127,8 +128,8 @@ def test_orders_through_the_load_step_on_and_off_the_step_grid(dw_model, dw_equi
     test_lsrt2_order_on_the_double_wishbone_step and, for ROS34PW2's c = 1
     stage, the linear problem of tests/kernels/test_methods.py."""
     from kernels import loads
-    from kernels.radau import solve as radau
     from sweep.kinds.time_response import lsrt2_run, make_channels
+    from tests.radau_store import radau_reference
     channels = make_channels()
     model, r_eq = dw_model, dw_equilibrium.r
     u0 = np.zeros((2, 6))
@@ -138,9 +139,10 @@ def test_orders_through_the_load_step_on_and_off_the_step_grid(dw_model, dw_equi
     exc = loads.excitation(u0, [(t_step, 0.0, amp)])
     t0, window, dt_out = 4.99, 0.06, 1e-3
     t_out = t0 + np.arange(int(round(window / dt_out)) + 1) * dt_out
-    if t_step not in _EVENT_REFERENCE:        # the methods share the reference (~2 min of scipy Radau)
-        _, rr, vv = radau(model, exc, r_eq, jnp.zeros_like(r_eq), t_out, rtol=1e-10,
-                          atol_coordinates=1e-12, atol_speeds=1e-10)
+    if t_step not in _EVENT_REFERENCE:        # the methods share the reference (stored: tests/radau_store.py)
+        _, rr, vv = radau_reference(f"double_wishbone_step_at_{t_step:g}_order", model, exc, r_eq,
+                                    jnp.zeros_like(r_eq), t_out, rtol=1e-10,
+                                    atol_coordinates=1e-12, atol_speeds=1e-10)
         ref = jax.vmap(lambda a, b: channels(model, a, b, r_eq))(jnp.asarray(rr), jnp.asarray(vv))
         _EVENT_REFERENCE[t_step] = pooled_signals(ref, model, "wheel_displacement")
     y_ref = _EVENT_REFERENCE[t_step]
