@@ -20,10 +20,28 @@ found by Newton's method with a finite-difference Jacobian so that toe,
 camber and the vertical wheel-centre force equal the targets. The result is
 printed as the lines to put into the YAML; :func:`alignment_residual` is what
 the tests check (to 0.02 deg and 1 % of the load).
+
+Pretension (an axle whose springs are bushings, e.g. a leaf spring: the
+design geometry is to be the static state under the design load with every
+element undeflected)::
+
+    alignment:
+      wheel_load: 7108.0      # N per wheel
+      pretension:             # per-side bushing -> the directions it is preloaded in
+        front_eye: [x, y]
+        leaf_joint_P: [x, y, rz]
+
+At the design geometry each element's force is its preload, so the
+generalised forces of all bodies (gravity, the wheel loads, the preloads)
+are affine in the listed preloads; :func:`pretension` solves them for zero
+(both sides mirrored, least squares; an axle that the listed directions
+cannot balance is an error naming the largest residual). The values go into
+each bushing's ``preload`` (left side; the right side is mirrored).
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import sys
 
@@ -120,6 +138,88 @@ def align(cfg, tol=(1e-4, 1e-4, 0.1), max_iter=8, log=print):
     return x, res
 
 
+def _pretension_spec(cfg):
+    a = cfg.get("alignment") or {}
+    if "pretension" not in a or "wheel_load" not in a:
+        raise ConfigError("model.alignment: `pretension` needs `wheel_load` [N] beside it")
+    check_alignment(cfg)
+    return a
+
+
+def with_preloads(cfg, values):
+    """``cfg`` with the per-side bushings' ``preload`` lists set from
+    ``values`` {bushing: [6 numbers]} (left side)."""
+    out = copy.deepcopy(cfg)
+    for name, row in values.items():
+        out["per_side"]["bushings"][name]["preload"] = [float(v) for v in row]
+    return out
+
+
+def pretension(cfg, tol=1e-6):
+    """The preloads {bushing: [x, y, z, rx, ry, rz]} (left side; the
+    directions not listed under ``alignment.pretension`` keep their given
+    value) that make the design geometry the static equilibrium under the
+    design wheel load, and the largest generalised-force residual left [N,
+    N m] (0 to round-off where the listed directions balance the axle)."""
+    from kernels.dynamics import generalised_forces
+    from kernels.names import DIRECTIONS, SIDES
+    from sweep.model_builder import MIRROR_LOCAL
+    a = _pretension_spec(cfg)
+    given = cfg["per_side"]["bushings"]
+    base = {}
+    for name, dirs in a["pretension"].items():
+        row = np.asarray(given[name].get("preload", [0.0] * 6), float).copy()
+        row[[DIRECTIONS.index(d) for d in dirs]] = 0.0
+        base[name] = row
+    cfg0 = with_preloads(cfg, base)
+    tables = build_tables(cfg0)
+    model = build_model(tables)
+    names = [b["name"] for b in tables["bushings"]]
+    unknowns = [(name, d) for name, dirs in a["pretension"].items() for d in dirs]
+    rows, cols, signs = [], [], []
+    for side in SIDES:
+        flip = MIRROR_LOCAL if side == "right" else np.ones(6)
+        for name, d in unknowns:
+            rows.append(names.index(f"{name}_{side}"))
+            cols.append(DIRECTIONS.index(d))
+            signs.append(flip[DIRECTIONS.index(d)])
+    rows, cols, signs = map(np.asarray, (rows, cols, signs))
+    n = len(unknowns)
+    u = np.zeros((2, 6))
+    u[:, 2] = float(a["wheel_load"])
+    r = model.r_design
+
+    def residual(p):
+        pre = model.bu_preload.at[rows, cols].add(signs * jax.numpy.concatenate([p, p]))
+        m = dataclasses.replace(model, bu_preload=pre)
+        return generalised_forces(m, r, jax.numpy.zeros_like(r), u).reshape(-1)
+
+    p0 = np.zeros(n)
+    q0 = np.asarray(residual(p0))
+    A = np.asarray(jax.jacfwd(residual)(p0))
+    p, *_ = np.linalg.lstsq(A, -q0, rcond=None)
+    res = np.abs(np.asarray(residual(p)))
+    if res.max() > tol * max(1.0, float(a["wheel_load"])):
+        body, k = divmod(int(res.argmax()), 6)
+        raise ModelError(f"model.alignment.pretension: the listed preload directions cannot hold the design "
+                         f"geometry under {a['wheel_load']} N: {res.max():.4g} N (or N m) left on body "
+                         f"{tables['bodies'][body]['name']!r}, direction {DIRECTIONS[k]}")
+    out = {name: base[name].copy() for name in a["pretension"]}
+    for (name, d), val in zip(unknowns, p):
+        out[name][DIRECTIONS.index(d)] = val
+    return out, float(res.max())
+
+
+def main_pretension(cfg) -> int:
+    a = _pretension_spec(cfg)
+    print(f"pretension of {cfg.get('name')}: design geometry = static state under {a['wheel_load']} N per wheel")
+    values, res = pretension(cfg)
+    print(f"result (largest residual {res:.3g} N or N m); put into the model YAML:")
+    for name, row in values.items():
+        print(f"  per_side.bushings.{name}.preload: [{', '.join(f'{v:.9g}' for v in row)}]")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
@@ -127,6 +227,8 @@ def main(argv=None) -> int:
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     try:
         cfg = load_model_config(argv[0])
+        if "pretension" in (cfg.get("alignment") or {}):
+            return main_pretension(cfg)
         a = _spec(cfg)
         print(f"static alignment of {cfg.get('name')}: toe {a['toe_deg']} deg, camber "
               f"{a['camber_deg']} deg, design wheel load {a['wheel_load']} N")

@@ -10,8 +10,9 @@ their suffix.
 
 Point specs: a hardpoint name, ``[x, y, z]``, or
 ``{along: [A, B], fraction: t}`` / ``{along: [A, B], distance: d}`` (a point
-on the line from A towards B). Axis specs: ``[x, y, z]`` or
-``{along: [A, B]}``.
+on the line from A towards B); a hardpoint may itself be given as such a
+spec (e.g. the joints of a leaf spring at fractions of its length). Axis
+specs (``axis``, ``x_hint``): ``[x, y, z]`` or ``{along: [A, B]}``.
 
 Static alignment (the way Adams/Car's "static alignment" adjusts an axle):
 a bushing may carry ``adjust: {body: NAME, direction: AXIS, distance: d}``,
@@ -47,6 +48,8 @@ from kernels.names import DIRECTIONS, SIDES
 from kernels.rotations import euler_to_matrix
 
 MIRROR = np.diag([1.0, -1.0, 1.0])
+# a per-side bushing's (x, y, z, rx, ry, rz) on the right side, from the left's
+MIRROR_LOCAL = np.array([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])
 
 
 def _plain(cfg):
@@ -65,12 +68,21 @@ class _Side:
         self.hp = hardpoints
         self.side = side
         self.S = MIRROR if side == "right" else np.eye(3)
+        self._resolving = set()
 
     def point(self, spec, what):
         if isinstance(spec, str):
             if spec not in self.hp:
                 raise ModelError(f"{what} = {spec!r} is not a hardpoint "
                                  f"(known: {', '.join(sorted(self.hp))})")
+            if isinstance(self.hp[spec], dict):     # a hardpoint given as a point spec
+                if spec in self._resolving:
+                    raise ModelError(f"model.hardpoints.{spec}: defined through itself")
+                self._resolving.add(spec)
+                try:
+                    return self.point(self.hp[spec], f"model.hardpoints.{spec}")
+                finally:
+                    self._resolving.discard(spec)
             return self.S @ np.asarray(self.hp[spec], float)
         if isinstance(spec, dict) and "along" in spec:
             a = self.point(spec["along"][0], what)
@@ -84,6 +96,10 @@ class _Side:
         if arr.shape != (3,):
             raise ModelError(f"{what} = {spec!r} is not a point")
         return self.S @ arr
+
+    def x_hint(self, spec, what):
+        """A bushing's ``x_hint`` (an axis spec; default x)."""
+        return self.axis([1.0, 0.0, 0.0] if spec is None else spec, what)
 
     def axis(self, spec, what):
         if isinstance(spec, dict) and "along" in spec:
@@ -122,6 +138,16 @@ def rods_inertia(mass, segments, radius):
         d = c - com
         I += mi * ((d @ d) * np.eye(3) - np.outer(d, d))
     return com, I
+
+
+def _mirrored(values, flip):
+    """``values * flip`` for a list of six numbers; anything else unchanged
+    (kernels.model's validation names the field)."""
+    try:
+        arr = np.asarray(values, float)
+    except (TypeError, ValueError):
+        return values
+    return (flip * arr).tolist() if arr.shape == (6,) else values
 
 
 def _characteristics(spec, types, what):
@@ -223,13 +249,13 @@ CHARACTERISTICS = {"stiffness": ANY, "damping": ANY, "loss_factor": ANY, "loss_f
                    "preload": ANY, "offset": ANY,
                    "stiffness_curves": Names(CURVE), "damping_curves": Names(CURVE)}
 BODY = {"mass": ANY, "inertia": ANY, "com": POINT, "euler_deg": ANY, "rods": ANY, "radius": ANY}
-BUSHING = {"bodies": ANY, "at": POINT, "axis": AXIS, "x_hint": ANY, "type": ANY,
+BUSHING = {"bodies": ANY, "at": POINT, "axis": AXIS, "x_hint": AXIS, "type": ANY,
            "adjust": {"body": ANY, "direction": AXIS, "distance": ANY}, **CHARACTERISTICS}
 P2P = {"bodies": ANY, "from": POINT, "to": POINT, "kind": ANY, "stiffness": ANY, "preload": ANY,
        "damping": ANY, "clearance": ANY, "length": ANY, "curve": CURVE, "seat_offset": ANY,
        "law": ANY, "friction": {"force": ANY, "law": ANY, "stiffness": ANY, "damping": ANY, "velocity": ANY}}
 ALIGNMENT = {"toe_deg": ANY, "camber_deg": ANY, "toe_by": ANY, "camber_by": ANY,
-             "seat_offset_of": ANY, "wheel_load": ANY}
+             "seat_offset_of": ANY, "wheel_load": ANY, "pretension": Names(ANY)}
 
 
 def model_keys() -> dict:
@@ -321,6 +347,12 @@ def check_alignment(cfg):
                              "name with an `adjust` entry")
     if "seat_offset_of" in a and a["seat_offset_of"] not in (per_side.get("p2p") or {}):
         raise ModelError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r}: no per-side P2P element")
+    for name, dirs in (a.get("pretension") or {}).items():
+        if name not in bushings:
+            raise ModelError(f"model.alignment.pretension.{name}: no per-side bushing of that name")
+        if not isinstance(dirs, list) or not dirs or any(d not in DIRECTIONS for d in dirs):
+            raise ModelError(f"model.alignment.pretension.{name} = {dirs!r} must list directions "
+                             f"of {', '.join(DIRECTIONS)}")
 
 
 class _StrictLoader:
@@ -465,7 +497,7 @@ def build_tables(cfg, source=None) -> dict:
         b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
         at = side.point(spec.get("at"), f"{what}.at")
         R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
-                            side.S @ np.asarray(spec.get("x_hint", [1, 0, 0]), float))
+                            side.x_hint(spec.get("x_hint"), f"{what}.x_hint"))
         ch = _characteristics(spec, types, what)
         at1, at2 = at, at
         adj = spec.get("adjust")
@@ -491,13 +523,18 @@ def build_tables(cfg, source=None) -> dict:
             else:
                 raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} is not one of "
                                  f"the bushing's bodies {b}")
+        # preload and offset are given for the left side; the right side's
+        # frame is the mirror image with local y reversed (frame_from_axis of
+        # mirrored axes), so its mirrored preload and offset are
+        # (x, -y, z, -rx, ry, -rz) of the left side's (rotations are axial vectors)
+        flip = MIRROR_LOCAL if side.side == "right" else np.ones(6)
         row = {"index": len(bushings) + 1, "name": name,
                "marker_1": add_marker(name + "/1", b1, at1, R),
                "marker_2": add_marker(name + "/2", b2, at2, R),
                "stiffness": list(map(float, ch["stiffness"])),
                "damping": list(map(float, ch["damping"])),
-               "preload": list(map(float, ch.get("preload", [0] * 6))),
-               "offset": list(map(float, ch.get("offset", [0] * 6)))}
+               "preload": _mirrored(ch.get("preload", [0] * 6), flip),
+               "offset": _mirrored(ch.get("offset", [0] * 6), flip)}
         for key in ("play", "play_law"):
             if key in ch:
                 row[key] = ch[key]
@@ -543,7 +580,7 @@ def build_tables(cfg, source=None) -> dict:
         if "at" in spec:
             p1 = p2 = side.point(spec["at"], f"{what}.at")
             R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
-                                side.S @ np.asarray(spec.get("x_hint", [1, 0, 0]), float))
+                                side.x_hint(spec.get("x_hint"), f"{what}.x_hint"))
         elif "from" in spec and "to" in spec:
             p1 = side.point(spec["from"], f"{what}.from")
             p2 = side.point(spec["to"], f"{what}.to")
