@@ -233,8 +233,17 @@ def _tidy_time_axes(ax, tw, marks, y):
     lo, hi = float(fin.min()), float(fin.max())
     c = 0.5 * (lo + hi)
     if hi - lo <= 1e-6 * abs(c) + 1e-12:
-        h = 0.05 * abs(c) if c != 0 else 1.0
-        ax.set_ylim(c - h, c + h)
+        _flat_ylim(ax, c)
+
+
+def _flat_ylim(ax, c):
+    """y-limits of a constant signal at ``c``: +-5 % about it, or +-1 about
+    0 where it is 0 to round-off (a symmetric rigid axle's toe: 1e-17 deg),
+    so that the ticks are not round-off digits."""
+    if abs(c) < 1e-9:
+        ax.set_ylim(-1.0, 1.0)
+    else:
+        ax.set_ylim(c - 0.05 * abs(c), c + 0.05 * abs(c))
 
 
 def _sweep_figure(ds, n_samples=5, before=0.05, after=0.5):
@@ -462,8 +471,7 @@ def _tidy(ax, y=None):
         lo, hi = float(fin.min()), float(fin.max())
         c = 0.5 * (lo + hi)
         if hi - lo <= 1e-6 * abs(c) + 1e-12:
-            h = 0.05 * abs(c) if c != 0 else 1.0
-            ax.set_ylim(c - h, c + h)
+            _flat_ylim(ax, c)
 
 
 def _kc_variants(ds, max_variants, key=None):

@@ -320,6 +320,8 @@ def check_model(model, key="model"):
     if "gravity" in model:
         List(Float(unit="m/s^2"), length=3).check(model["gravity"], f"{key}.gravity")
     for name, point in (model.get("hardpoints") or {}).items():
+        if isinstance(point, dict):       # a point spec ({along: [A, B], fraction | distance}): the builder checks it
+            continue
         List(Float(unit="m"), length=3).check(point, f"{key}.hardpoints.{name}")
 
     def walk(node, path, in_bushing):
