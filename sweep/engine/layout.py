@@ -68,6 +68,8 @@ def parameter_units(p):
     coefficient's unit in value mode (translational / rotational directions)."""
     if p.mode == "scale":
         return "1"
+    if p.target == "damper.friction":       # a Coulomb force, one per damper
+        return "N"
     cols = set(int(c) for c in np.asarray(p.index[1]).ravel())
     k = p.target == "bushing.stiffness"
     trans, rot = ("N/m", "N m/rad") if k else ("N s/m", "N m s/rad")

@@ -176,6 +176,8 @@ def test_damper_friction_target_and_stop_law_from_the_model_file(toy):
     fr = dict(zip(model.topology.p2p_names, np.asarray(m2.pp_friction)))
     assert fr["damper_left"] == fr["damper_right"] == 250.0
     assert all(v == 0.0 for n, v in fr.items() if not n.startswith("damper"))
+    from sweep.engine.layout import parameter_units
+    assert parameter_units(pset.params[0]) == "N"          # the cube's units of a swept friction force
     dw["stop_law"] = "sticky"
     with pytest.raises(kernels.ModelError, match=r"model.stop_law = 'sticky' is not one of smooth, switching"):
         model_from_config(dw)
