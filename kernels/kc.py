@@ -47,7 +47,12 @@ Compliance (force) analyses
     deg per 100 N m], ``lateral_compliance`` (wheel-centre displacement
     inboard per kN of lateral force) and ``longitudinal_compliance``
     (forward displacement per kN of traction force) [mm/kN],
-    ``longitudinal_compliance_braking`` (rearward per kN of braking force).
+    ``longitudinal_compliance_braking`` (rearward per kN of braking force),
+    ``wind_up`` (carrier pitch per kN m of braking torque on both wheel
+    centres [deg/(kN m)]). For the axle as a whole (one value):
+    ``axle_lateral_compliance`` (both contact patches loaded to the left)
+    and ``axle_roll_steer`` (mean steer angle per body roll angle [%]) -
+    the figures of a rigid axle, defined for every axle.
 
 Compliance matrix
     ``compliance_matrix`` (2, 6, 6): for each wheel alone, d(x, y, z, rx, ry,
@@ -112,6 +117,9 @@ METRICS = {
     "toe_per_braking_force": ("deg/kN", "toe change per kN of rearward (braking) force at the contact patch"),
     "camber_per_braking_force": ("deg/kN", "camber change per kN of rearward (braking) force at the contact patch"),
     "longitudinal_compliance_braking": ("mm/kN", "wheel-centre displacement rearward per kN of braking force at the contact patch"),
+    "wind_up": ("deg/(kN m)", "wheel-carrier rotation about y (+ = top rearward) per kN m of braking torque "
+                "(My, + = the reaction of braking a forward-rolling wheel) on BOTH wheel centres, brakes "
+                "locked: a rigid axle's wind-up (axle pitch), an independent suspension's brake wind-up"),
     "toe_per_aligning_torque": ("deg/(100 N m)", "toe change per 100 N m of aligning torque, toe-out sense > 0"),
     "camber_per_aligning_torque": ("deg/(100 N m)", "camber change per 100 N m of aligning torque, toe-out sense > 0"),
     "lateral_force_steer": ("deg/kN", "steer-angle change (ISO, + = left) per kN of lateral force to the left on "
@@ -144,7 +152,16 @@ METRICS = {
 AXLE_METRICS = {
     "design_roll_centre_height": ("mm", "kinematic roll-centre height above the ground (contact points) at the design position"),
     "design_roll_centre_lateral": ("mm", "kinematic roll-centre lateral position (+ = left) at the design position"),
+    "axle_lateral_compliance": ("mm/kN", "mean wheel-centre displacement to the left per kN of lateral force to "
+                                "the left on BOTH wheels at the contact patches (cornering; the axle as a whole)"),
+    "axle_roll_steer": ("%", "roll steer coefficient: mean steer angle (ISO, + = left) per body roll angle to the "
+                        "right (left wheel rebound, right wheel bump; roll = travel difference / wheel-centre "
+                        "track) x 100; + = steers towards the inside of a turn whose roll it is (rear axle: "
+                        "roll understeer, front axle: roll oversteer)"),
 }
+# the axle-level metrics that are compliances (derivatives of the equilibrium,
+# no geometry): computed with or without geometry
+AXLE_COMPLIANCE_METRICS = ("axle_lateral_compliance", "axle_roll_steer")
 # per-step geometry channels of the curves: name -> (dims after the step, units, long name)
 GEOMETRY_CHANNELS = {
     "caster": (("side",), "rad", "caster angle of the steering axis (+ = axis top rearward)"),
@@ -622,11 +639,21 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=Tru
                           ("aligning_torque_steer", jnp.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0]), 100.0)):
         U = jnp.tile(U2, 2) * per
         out[name] = -sign * jnp.einsum("bk,k->b", TX[0], U) * DEG      # steer = -sign * toe
+    # wind-up: braking torque My on both wheel centres (the brakes are locked)
+    dy = (G @ jnp.tile(jnp.array([0.0, 0.0, 0.0, 0.0, 1000.0, 0.0]), 2)).reshape(2, 6)
+    out["wind_up"] = dy[:, 4] * DEG
+    # the axle as a whole: lateral force to the left on both contact patches; roll
+    dy = (G @ (jnp.tile(jnp.array([0.0, 1.0, 0.0, R, 0.0, 0.0]), 2) * 1000.0)).reshape(2, 6)
+    out["axle_lateral_compliance"] = jnp.mean(dy[:, 1]) * 1000.0
+    dz = -sign                                            # body roll to the right, 1 m per side
+    track = r0[model.topology.wheel_slots[0], 1] - r0[model.topology.wheel_slots[1], 1]
+    steer = -sign * jnp.einsum("bn,n->b", T[0], drz @ dz)
+    out["axle_roll_steer"] = jnp.mean(steer) / (2.0 / track) * 100.0
     Gs = G.reshape(2, 6, 2, 6)
     out["compliance_matrix"] = jnp.stack([Gs[0, :, 0, :], Gs[1, :, 1, :]])
     out["compliance_full"] = G
     if not with_geometry:
-        return {k: out[k] for k in (*METRICS, "compliance_matrix", "compliance_full")
+        return {k: out[k] for k in (*METRICS, *AXLE_COMPLIANCE_METRICS, "compliance_matrix", "compliance_full")
                 if k not in GEOMETRY_METRICS}
     geo = geometry(model, r0, u0, R, steering_joints(model), lin=lin)
     out.update(geometry_metrics(model, geo, out["wheel_rate"], out["roll_wheel_rate"]))

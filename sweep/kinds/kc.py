@@ -26,7 +26,8 @@ the vertical force found); the geometry at every step
 step, side) [m], ``roll_centre_height`` (variant, step) [m]); ``converged``
 (variant, step); one variable per metric (variant, side) in engineering units
 (:data:`kernels.kc.METRICS`) and per axle metric (variant)
-(:data:`kernels.kc.AXLE_METRICS`: roll-centre height and lateral position);
+(:data:`kernels.kc.AXLE_METRICS`: roll-centre height and lateral position,
+the axle's lateral compliance and roll steer coefficient);
 ``compliance_matrix`` (variant, side, dof, component) [SI]; ``status``,
 ``equilibrium_iterations``; one variable per swept parameter.
 """

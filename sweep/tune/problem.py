@@ -5,7 +5,9 @@ time-response figures) and the objective J(z) as pure JAX functions.
 Responses (``objectives.<name>.metric``, ``constraints.<name>.metric``):
 
 * any K&C metric of :data:`kernels.kc.METRICS` (engineering units), per
-  ``side``: left, right or mean;
+  ``side``: left, right or mean; an axle-level one of
+  :data:`kernels.kc.AXLE_METRICS` (one value for the axle, e.g.
+  ``axle_roll_steer``; ``side`` does not matter);
 * ``compliance.<dof>.<component>``: an entry of the 6 x 6 wheel-centre
   compliance matrix [SI];
 * ``peak_bushing_force`` [kN]: max |Fx| (vehicle frame) of the model's
@@ -40,9 +42,15 @@ CONSTRAINT_WEIGHT = 1.0e2         # default weight rho_j of a constraint (see Tu
 CONSTRAINT_TOLERANCE = 1.0e-3     # default tolerance, as a fraction of the constraint's scale
 
 
+def _kc_metric(metric):
+    return metric in kc.METRICS or metric in kc.AXLE_METRICS
+
+
 def metric_units(metric):
     if metric in kc.METRICS:
         return kc.METRICS[metric][0]
+    if metric in kc.AXLE_METRICS:
+        return kc.AXLE_METRICS[metric][0]
     if metric in TIME_METRICS:
         return TIME_METRICS[metric]
     return "SI"
@@ -61,8 +69,9 @@ def _parse_metric(what, o):
             raise ConfigError(f"{what}.metric = {metric!r}: use compliance.<{'|'.join(kc.DOFS)}>."
                               f"<{'|'.join(kc.LOADS)}>")
         comp = (kc.DOFS.index(parts[1]), kc.LOADS.index(parts[2]))
-    elif metric not in kc.METRICS and metric not in TIME_METRICS:
-        raise ConfigError(f"{what}.metric = {metric!r} is not a K&C metric ({', '.join(kc.METRICS)}), "
+    elif not _kc_metric(metric) and metric not in TIME_METRICS:
+        raise ConfigError(f"{what}.metric = {metric!r} is not a K&C metric "
+                          f"({', '.join([*kc.METRICS, *kc.AXLE_METRICS])}), "
                           f"compliance.<dof>.<load>, or a time response ({', '.join(TIME_METRICS)})")
     side = o.get("side", "mean")
     if side not in SIDE_CHOICES:
@@ -301,7 +310,9 @@ class TuneProblem:
             mk = kc.lock_brakes(model, self.brake_lock, self.lock_index)
             eq = kc.design_position(mk, tol=self.tol)
             M = kc.kc_metrics(mk, eq, self.loaded_radius, with_geometry=any(
-                o["kind"] == "kc" and o["metric"] in kc.GEOMETRY_METRICS for o in self.rows))
+                o["kind"] == "kc" and (o["metric"] in kc.GEOMETRY_METRICS or (
+                    o["metric"] in kc.AXLE_METRICS and o["metric"] not in kc.AXLE_COMPLIANCE_METRICS))
+                for o in self.rows))
             ok = ok & eq.converged
         if self.needs_time:
             out, conv = self.time_response(model)
@@ -315,6 +326,8 @@ class TuneProblem:
                 per_side = M["compliance_matrix"][:, o["compliance"][0], o["compliance"][1]]
             elif o["kind"] == "kc":
                 per_side = M[o["metric"]]
+                if o["metric"] in kc.AXLE_METRICS:          # one value for the axle
+                    per_side = jnp.stack([per_side, per_side])
             else:
                 per_side = T[o["metric"]]
             vals[o["name"]] = {"left": per_side[0], "right": per_side[1],

@@ -148,8 +148,19 @@ def test_linear_toy_axle_matches_hand_computed_compliance():
     hand["toe_per_braking_force"] = -(Ch @ brk)[5] * DEG
     hand["longitudinal_compliance_braking"] = -(Ch @ brk)[0] * 1000
     hand["roll_wheel_rate"] = hand["wheel_rate"]          # sides uncoupled
+    hand["wind_up"] = Ch[4, 4] * 1000 * DEG               # My on both wheels; sides uncoupled
     for name, value in hand.items():
         np.testing.assert_allclose(M[name], [value, value], rtol=1e-8, err_msg=name)
+    # the axle as a whole: both contact patches pushed to the left (the right
+    # wheel's mirrored compliance gives the same lateral motion), and the mean
+    # steer angle per body roll angle: each wheel's toe per own travel is the
+    # bump steer (sides uncoupled), the steer angles (ISO) of the rebounding
+    # left and the bumping right wheel are both + bump steer, the roll angle 2 / track
+    y = np.asarray(eq.r)[np.asarray(model.topology.wheel_slots), 1]
+    axle = {"axle_lateral_compliance": (Ch @ np.array([0, 1, 0, R, 0, 0]))[1] * 1e6,
+            "axle_roll_steer": -Ch[5, 2] / Ch[2, 2] * (y[0] - y[1]) / 2 * 100}
+    for name, value in axle.items():
+        np.testing.assert_allclose(M[name], value, rtol=1e-8, err_msg=name)
 
 
 # --------------------------------------------------------------------------- reciprocity
@@ -306,8 +317,9 @@ def test_double_wishbone_metrics_match_finite_difference_loading(dw_kc):
         checks[pre + ("bump_steer" if mode == "parallel" else "steer")] = fd(o, "toe", 1e-4) / own * DEG
         checks[pre + "camber_gain"] = fd(o, "camber", 1e-4) / own * DEG
         checks[pre + "wheel_rate"] = fd(o, "wheel_load", 1e-4)[:, 2] / own / 1e3
-    # the geometry metrics have their own oracles (tests/kernels/test_kc_geometry.py)
-    assert set(checks) == set(kc.METRICS) - {"design_wheel_load", "design_toe", "design_camber"} \
+    # the geometry metrics have their own oracles (tests/kernels/test_kc_geometry.py);
+    # the wind-up is checked by hand above and against the leaf-spring axle's beam model
+    assert set(checks) == set(kc.METRICS) - {"design_wheel_load", "design_toe", "design_camber", "wind_up"} \
         - set(kc.GEOMETRY_METRICS)
     for name, value in checks.items():
         np.testing.assert_allclose(M[name], value, rtol=1e-5, err_msg=name)
