@@ -256,7 +256,10 @@ def friction_tension(prm, L, Ldot):
     the regularised law F_c tanh(dL/dt / v_reg) whatever the mode."""
     slip = prm["slip"]
     stick = stick_tension(prm, L, Ldot)
-    switching = jnp.where(slip == SLIP_OFF, 0.0, jnp.where(slip == 0.0, stick, prm["friction"] * slip))
+    # F_c = 0 (a swept friction force at the end of its range) is no friction:
+    # no stick either, whatever the mode
+    off = (slip == SLIP_OFF) | (prm["friction"] <= 0.0)
+    switching = jnp.where(off, 0.0, jnp.where(slip == 0.0, stick, prm["friction"] * slip))
     v_reg = prm["friction_v"]
     regular = prm["friction"] * jnp.tanh(Ldot / jnp.where(v_reg > 0, v_reg, 1.0))
     return jnp.where(v_reg > 0, regular, switching)
@@ -267,12 +270,13 @@ def p2p_root(prm, L, Ldot, contact_event):
     events"): < 0 while the mode fits, > 0 once it does not. A stop
     (``contact_event``): the penetration while free, minus it in contact.
     Friction: -slip * dL/dt while sliding (the sliding velocity reverses),
-    |stick tension| - F_c while stuck."""
+    |stick tension| - F_c while stuck; -1 (never) where F_c = 0."""
     pen = stop_penetration(prm, L)
     contact = jnp.where(prm["contact"] == 1.0, -pen, pen)
     slip = prm["slip"]
     stick = stick_tension(prm, L, Ldot)
     friction = jnp.where(slip == 0.0, jnp.abs(stick) - prm["friction"], -slip * Ldot)
+    friction = jnp.where(prm["friction"] > 0.0, friction, -1.0)    # F_c = 0: no law, never fires
     return jnp.where(contact_event, contact, friction)
 
 

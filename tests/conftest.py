@@ -268,6 +268,7 @@ LONGEST_FIRST = ["test_tune.py",                   # 16 min: recovery run, const
                  "test_validation.py",             # 10 min
                  "test_methods.py",                # 8 min
                  "test_element_registry.py",       # 5 min
+                 "test_leaf_spring.py",            # 2-3 min
                  "test_kc.py", "test_energy.py", "test_faults.py", "test_app.py", "test_tracecache.py",
                  "test_exudyn.py", "test_multilink.py", "test_blocks.py", "test_channels.py"]
 

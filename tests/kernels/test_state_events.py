@@ -332,6 +332,22 @@ def test_damper_coulomb_friction_against_the_analytic_stick_slip():
     assert np.max(np.abs(z[:900] - np.array([coulomb(tt) for tt in np.asarray(tr.t)[:900]]))) < 5e-3
 
 
+def test_zero_friction_force_is_no_friction():
+    """A switching friction law with F_c = 0 (the end of a swept range) is a
+    damper without friction: the undamped spring-mass swings on as the
+    closed form x0 cos(w t), and no event fires (before: the stuck state's
+    root |stick| - 0 fired at once, again after every reversal, and the run
+    went non-finite)."""
+    model = build_model(rig(k_stop=0, gravity=0.0, k_spring=K_C, friction={"force": 0.0}))
+    system = model_system(model, NO_LOAD)
+    r0 = model.r_design.reshape(-1).at[2].set(X0)
+    tr = jax.jit(LSRT2.simulate, static_argnums=(0, 5))(system, r0, jnp.zeros(6), 0.0, 1e-3, 501)
+    t, z = np.asarray(tr.t), np.asarray(tr.outputs["r"][:, 2])
+    assert int(tr.n_events) == 0
+    w = math.sqrt(K_C / M)
+    assert np.max(np.abs(z - X0 * np.cos(w * t))) < 5e-3 * X0     # LSRT2's own damping at h = 1 ms
+
+
 def test_switching_law_options_are_validated():
     """Bad switching-law input names the field and value."""
     with pytest.raises(kernels.ModelError, match=r"p2p\[0\] 'bump_stop'.law = 'sticky'"):
