@@ -1,0 +1,79 @@
+"""Model-file features of sweep/model_builder.py used by the leaf-spring
+axle: hardpoints given as point specs, x_hint as an axis spec, per-side
+bushing preload mirrored onto the right side, and the `alignment.pretension`
+names checked."""
+import copy
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import kernels  # noqa: F401  (float64)
+from conftest import load_model_cfg
+from kernels import statics
+from kernels.model import ModelError, build_model
+from sweep.model_builder import build_tables
+
+
+def _row(tables, key, name):
+    return next(r for r in tables[key] if r["name"] == name)
+
+
+def test_hardpoint_as_point_spec_and_x_hint_as_axis_spec():
+    cfg = load_model_cfg("toy_trailing_arm")
+    cfg["hardpoints"]["MID"] = {"along": ["PF", "PR"], "fraction": 0.25}
+    cfg["per_side"]["bushings"]["pivot_front"]["at"] = "MID"
+    cfg["per_side"]["bushings"]["pivot_front"]["x_hint"] = {"along": ["PF", "PR"]}
+    t = build_tables(cfg)
+    pf, pr = np.array([0.45, 0.55, 0.0]), np.array([0.05, 0.40, -0.02])
+    mid = pf + 0.25 * (pr - pf)
+    for side, S in (("left", np.ones(3)), ("right", np.array([1.0, -1.0, 1.0]))):
+        row = _row(t, "bushings", f"pivot_front_{side}")
+        m = t["markers"][row["marker_1"] - 1]
+        R = np.asarray(m["orientation"])
+        assert np.allclose(m["position"], S * mid)            # vehicle frame at build time
+        x = R[:, 0]
+        d = S * (pr - pf)
+        d = d - (d @ R[:, 2]) * R[:, 2]
+        assert np.allclose(x, d / np.linalg.norm(d), atol=1e-12)      # x along PF -> PR (mirrored)
+    cfg["hardpoints"]["LOOP"] = {"along": ["LOOP", "PR"], "fraction": 0.5}
+    cfg["per_side"]["bushings"]["pivot_front"]["at"] = "LOOP"
+    with pytest.raises(ModelError, match="model.hardpoints.LOOP: defined through itself"):
+        build_tables(cfg)
+
+
+def test_per_side_preload_is_mirrored_and_the_equilibrium_is_symmetric():
+    """A per-side bushing preload (x, y, z, rx, ry, rz) is given for the left
+    side; the right side's frame has its local y reversed, so the mirror
+    image is (x, -y, z, -rx, ry, -rz) - and the static equilibrium of the
+    toy axle with such a preload is the exact mirror image left / right."""
+    cfg = load_model_cfg("toy_trailing_arm")
+    pre = [300.0, -200.0, 150.0, 20.0, -15.0, 10.0]
+    cfg["per_side"]["bushings"]["pivot_front"]["preload"] = pre
+    t = build_tables(cfg)
+    assert _row(t, "bushings", "pivot_front_left")["preload"] == pre
+    assert np.allclose(_row(t, "bushings", "pivot_front_right")["preload"], np.array(pre) * [1, -1, 1, -1, 1, -1])
+    model = build_model(t)
+    u = jnp.zeros((2, 6)).at[:, 2].set(3000.0)
+    eq = statics.static_equilibrium(model, u)
+    assert bool(eq.converged)
+    r = np.asarray(eq.r)
+    names = [b["name"] for b in t["bodies"]]
+    for name in ("arm", "wheel"):
+        left, right = r[names.index(f"{name}_left")], r[names.index(f"{name}_right")]
+        assert np.allclose(right, left * [1, -1, 1, -1, 1, -1], atol=1e-9), name
+    # the preload moves the axle (a test that compares something)
+    r0 = np.asarray(statics.static_equilibrium(build_model(build_tables(load_model_cfg("toy_trailing_arm"))), u).r)
+    assert np.abs(r - r0).max() > 1e-4
+
+
+def test_pretension_names_are_checked():
+    cfg = load_model_cfg("leaf_spring_axle")
+    bad = copy.deepcopy(cfg)
+    bad["alignment"]["pretension"]["front_eyes"] = ["x"]
+    with pytest.raises(ModelError, match="model.alignment.pretension.front_eyes: no per-side bushing"):
+        build_tables(bad)
+    bad = copy.deepcopy(cfg)
+    bad["alignment"]["pretension"]["front_eye"] = ["x", "q"]
+    with pytest.raises(ModelError, match=r"model.alignment.pretension.front_eye = \['x', 'q'\] must list directions"):
+        build_tables(bad)
