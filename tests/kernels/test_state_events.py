@@ -332,6 +332,25 @@ def test_damper_coulomb_friction_against_the_analytic_stick_slip():
     assert np.max(np.abs(z[:900] - np.array([coulomb(tt) for tt in np.asarray(tr.t)[:900]]))) < 5e-3
 
 
+def test_zero_friction_force_has_no_law():
+    """kernels.forces with F_c = 0 (switching law): no tension in any mode
+    (stuck with a loaded stick spring included) and a root function that
+    never fires (was |stick| - 0 >= 0: fired at once, chattered)."""
+    from kernels import forces
+    prm = {"friction": jnp.asarray(0.0), "friction_k": jnp.asarray(1e6), "friction_c": jnp.asarray(2e3),
+           "friction_v": jnp.asarray(0.0), "anchor": jnp.asarray(0.5), "contact": jnp.asarray(-1.0),
+           "engage": jnp.asarray(0.0), "engage_sign": jnp.asarray(0.0)}
+    for slip in (0.0, 1.0, -1.0):
+        p = dict(prm, slip=jnp.asarray(slip))
+        for L, Ldot in ((0.5, 0.0), (0.501, 0.0), (0.499, -0.2), (0.5, 0.3)):
+            assert float(forces.friction_tension(p, L, Ldot)) == 0.0
+            assert float(forces.p2p_root(p, L, Ldot, False)) < 0.0
+    # with F_c > 0 the same stuck state does fire once its stick carries F_c
+    p = dict(prm, slip=jnp.asarray(0.0), friction=jnp.asarray(100.0))
+    assert float(forces.p2p_root(p, 0.5002, 0.0, False)) > 0.0 > float(forces.p2p_root(p, 0.50005, 0.0, False))
+
+
+@pytest.mark.validation
 def test_zero_friction_force_is_no_friction():
     """A switching friction law with F_c = 0 (the end of a swept range) is a
     damper without friction: the undamped spring-mass swings on as the

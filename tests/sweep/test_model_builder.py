@@ -42,17 +42,37 @@ def test_hardpoint_as_point_spec_and_x_hint_as_axis_spec():
         build_tables(cfg)
 
 
-def test_per_side_preload_is_mirrored_and_the_equilibrium_is_symmetric():
-    """A per-side bushing preload (x, y, z, rx, ry, rz) is given for the left
-    side; the right side's frame has its local y reversed, so the mirror
-    image is (x, -y, z, -rx, ry, -rz) - and the static equilibrium of the
-    toy axle with such a preload is the exact mirror image left / right."""
+PRELOAD = [300.0, -200.0, 150.0, 20.0, -15.0, 10.0]
+
+
+def _preloaded_toy():
     cfg = load_model_cfg("toy_trailing_arm")
-    pre = [300.0, -200.0, 150.0, 20.0, -15.0, 10.0]
-    cfg["per_side"]["bushings"]["pivot_front"]["preload"] = pre
-    t = build_tables(cfg)
-    assert _row(t, "bushings", "pivot_front_left")["preload"] == pre
-    assert np.allclose(_row(t, "bushings", "pivot_front_right")["preload"], np.array(pre) * [1, -1, 1, -1, 1, -1])
+    cfg["per_side"]["bushings"]["pivot_front"]["preload"] = PRELOAD
+    cfg["per_side"]["bushings"]["pivot_front"]["offset"] = [0.001, 0.002, 0.0, 0.0, 0.01, 0.02]
+    return build_tables(cfg)
+
+
+def test_per_side_preload_and_offset_are_mirrored():
+    """A per-side bushing preload (x, y, z, rx, ry, rz) is given for the left
+    side; the right side's frame (frame_from_axis of the mirrored axes) has
+    its local y reversed, so the mirror image is (x, -y, z, -rx, ry, -rz),
+    the same for the offset."""
+    t = _preloaded_toy()
+    left, right = _row(t, "bushings", "pivot_front_left"), _row(t, "bushings", "pivot_front_right")
+    flip = np.array([1, -1, 1, -1, 1, -1])
+    assert left["preload"] == PRELOAD
+    assert np.allclose(right["preload"], np.array(PRELOAD) * flip)
+    assert np.allclose(right["offset"], np.array(left["offset"]) * flip)
+    R = [np.asarray(t["markers"][r["marker_1"] - 1]["orientation"]) for r in (left, right)]
+    assert np.allclose(R[1], np.diag([1, -1, 1]) @ R[0] @ np.diag([1, -1, 1]))    # local y reversed
+
+
+@pytest.mark.validation
+def test_mirrored_preload_gives_a_symmetric_equilibrium():
+    """The static equilibrium of the toy axle with a per-side preload is the
+    exact mirror image left / right (with the right side's preload taken
+    unchanged it was not)."""
+    t = _preloaded_toy()
     model = build_model(t)
     u = jnp.zeros((2, 6)).at[:, 2].set(3000.0)
     eq = statics.static_equilibrium(model, u)
