@@ -1,0 +1,146 @@
+"""Compile, cache and call generated C (:mod:`sweep.codegen.emit`).
+
+:func:`build` compiles the source with the system C compiler into a shared
+library in the cache folder (``<cache>/generated/<key>.so``, key: the
+source's hash, the compiler and its flags) and loads it with ``ctypes``;
+a second run with the same model structure, method and options finds the
+library and only loads it. :class:`Kernel` calls it over a chunk of
+variants: rows padded to a multiple of ``W``, transposed to batch-minor,
+one call per group of ``W`` variants, groups spread over threads (ctypes
+releases the GIL during the call, so two threads use two cores).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+CFLAGS = ("-O1", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
+
+
+class BuildError(RuntimeError):
+    """The generated code could not be compiled (no compiler, compiler error)."""
+
+
+def compiler():
+    """The C compiler: $CC, else cc / gcc / clang on the PATH; None when there is none."""
+    for c in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]:
+        path = shutil.which(c)
+        if path:
+            return path
+    return None
+
+
+def cache_dir(cfg=None):
+    """``generated/`` beside the JAX compilation cache (:func:`sweep.runtime.cache_dir`);
+    with the cache off, a folder of this process that is removed at exit."""
+    from sweep.runtime import cache_dir as jax_cache
+    base = jax_cache(cfg)
+    if base is None:
+        global _TMP
+        if _TMP is None:
+            _TMP = tempfile.TemporaryDirectory(prefix="axle-generated-")
+        return _TMP.name
+    d = os.path.join(os.path.dirname(base), "generated")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+_TMP = None
+
+
+def _compiler_id(cc):
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    except Exception:  # noqa: BLE001
+        return cc
+
+
+def build(gen, cflags=CFLAGS, log=None):
+    """The loaded library of a :class:`~sweep.codegen.emit.Generated`;
+    returns (ctypes function, seconds spent compiling: 0 when cached)."""
+    cc = compiler()
+    if cc is None:
+        raise BuildError("no C compiler found (set CC, or install cc / gcc / clang)")
+    key = hashlib.sha256((gen.source + _compiler_id(cc) + " ".join(cflags)).encode()).hexdigest()[:24]
+    so = os.path.join(cache_dir(), f"{key}.so")
+    spent = 0.0
+    if not os.path.exists(so):
+        t = time.perf_counter()
+        with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+            c = os.path.join(tmp, "kernel.c")
+            with open(c, "w") as f:
+                f.write(gen.source)
+            out = os.path.join(tmp, "kernel.so")
+            res = subprocess.run([cc, *cflags, c, "-o", out, "-lm"], capture_output=True, text=True)
+            if res.returncode:
+                raise BuildError(f"{os.path.basename(cc)} failed on the generated code: {res.stderr[-2000:]}")
+            os.replace(out, so)          # atomic: a concurrent job sees the whole library or none
+        spent = time.perf_counter() - t
+    lib = ctypes.CDLL(so)
+    fn = lib.run
+    p = ctypes.POINTER(ctypes.c_double)
+    fn.argtypes = [p, p, p, p]
+    fn.restype = None
+    return fn, spent
+
+
+class Kernel:
+    """A built generated function over chunks: ``kernel(*arrays)`` with every
+    array's leading axis the variants (C, ...) returns the outputs (C, ...)
+    as numpy arrays in the function's output tree."""
+
+    def __init__(self, gen, fn, threads=None):
+        self.gen, self.fn = gen, fn
+        self.threads = int(threads or min(2, os.cpu_count() or 1))
+        self.n_out = sum(int(np.prod(s, dtype=np.int64)) for s in gen.out_shapes)
+        self._local = threading.local()
+
+    def _buffers(self):
+        b = getattr(self._local, "buf", None)
+        if b is None:
+            W = self.gen.W
+            b = (np.zeros(max(1, self.gen.ws_slots) * W), np.zeros(max(1, self.gen.arena) * W))
+            self._local.buf = b
+        return b
+
+    def __call__(self, *args):
+        import jax
+        W = self.gen.W
+        leaves = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(args)]
+        C = leaves[0].shape[0]
+        G = -(-C // W)
+        flat = np.concatenate([a.reshape(C, -1) for a in leaves], axis=1)          # (C, n_in)
+        pad = np.zeros((G * W, flat.shape[1]))
+        pad[:C] = flat
+        pad[C:] = flat[:1]                       # padding lanes repeat the first variant
+        xin = np.ascontiguousarray(pad.reshape(G, W, -1).transpose(0, 2, 1))      # (G, n_in, W)
+        out = np.empty((G, self.n_out, W))
+        P = ctypes.POINTER(ctypes.c_double)
+
+        def one(g):
+            ws, ar = self._buffers()
+            xo = out[g]
+            self.fn(xin[g].ctypes.data_as(P), xo.ctypes.data_as(P), ws.ctypes.data_as(P), ar.ctypes.data_as(P))
+
+        if self.threads > 1 and G > 1:
+            with ThreadPoolExecutor(self.threads) as ex:
+                list(ex.map(one, range(G)))
+        else:
+            for g in range(G):
+                one(g)
+        flat_out = out.transpose(0, 2, 1).reshape(G * W, self.n_out)[:C]
+        res, k = [], 0
+        for shape, dt in zip(self.gen.out_shapes, self.gen.out_dtypes):
+            n = int(np.prod(shape, dtype=np.int64))
+            res.append(flat_out[:, k:k + n].reshape((C,) + tuple(shape)).astype(dt))
+            k += n
+        return jax.tree_util.tree_unflatten(self.gen.treedef, res)

@@ -1,0 +1,294 @@
+"""The C text of a scalar program (:class:`sweep.codegen.emit.Program`).
+
+Layout (batch-minor): every scalar is a ``vd``, a GCC vector of W doubles,
+one lane per variant. ``in`` / ``out`` hold the inputs and outputs
+element by element ([element][lane]); ``ws`` the values that cross a
+function boundary (slots); ``ar`` the arena (stored arrays: scan outputs,
+large element-wise results). Statements are split into functions of
+``chunk`` statements (keeps the C compiler's time linear); a value used
+only inside its function is a C local the compiler keeps in registers.
+Integers and booleans are float64 lanes too (exact below 2^53; booleans
+0/1).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sweep.codegen.emit import BUF, Loop
+
+PRELUDE = r"""
+#include <math.h>
+#include <string.h>
+#define W %(W)d
+typedef double vd __attribute__((vector_size(W * 8), aligned(8)));
+#define S(c) (((vd){0}) + (double)(c))
+#define L1(name, expr) static inline vd name(vd a) { vd r; for (int l = 0; l < W; l++) { double x = a[l]; r[l] = (expr); } return r; }
+#define L2(name, expr) static inline vd name(vd a, vd b) { vd r; for (int l = 0; l < W; l++) { double x = a[l], y = b[l]; r[l] = (expr); } return r; }
+L1(v_sin, sin(x)) L1(v_cos, cos(x)) L1(v_tan, tan(x)) L1(v_tanh, tanh(x)) L1(v_asin, asin(x))
+L1(v_acos, acos(x)) L1(v_atan, atan(x)) L1(v_sinh, sinh(x)) L1(v_cosh, cosh(x)) L1(v_sqrt, sqrt(x))
+L1(v_exp, exp(x)) L1(v_log, log(x)) L1(v_log1p, log1p(x)) L1(v_expm1, expm1(x)) L1(v_fabs, fabs(x))
+L1(v_sign, x > 0 ? 1.0 : (x < 0 ? -1.0 : x)) L1(v_floor, floor(x)) L1(v_ceil, ceil(x))
+L1(v_isfin, isfinite(x) ? 1.0 : 0.0) L1(v_lnot, x != 0 ? 0.0 : 1.0) L1(v_logistic, 1.0 / (1.0 + exp(-x)))
+L1(v_square, x * x) L1(v_rsqrt, 1.0 / sqrt(x)) L1(v_cbrt, cbrt(x)) L1(v_erf, erf(x)) L1(v_exp2, exp2(x))
+L1(v_round_, round(x)) L1(v_trunc, trunc(x)) L1(v_nz, x != 0 ? 1.0 : 0.0)
+L2(v_max, (x > y || isnan(x)) ? x : y) L2(v_min, (x < y || isnan(x)) ? x : y) L2(v_atan2, atan2(x, y))
+L2(v_pow, pow(x, y)) L2(v_rem, fmod(x, y)) L2(v_idiv, trunc(x / y)) L2(v_nextafter, nextafter(x, y))
+L2(v_lt, x < y ? 1.0 : 0.0) L2(v_le, x <= y ? 1.0 : 0.0) L2(v_gt, x > y ? 1.0 : 0.0)
+L2(v_ge, x >= y ? 1.0 : 0.0) L2(v_eq, x == y ? 1.0 : 0.0) L2(v_ne, x != y ? 1.0 : 0.0)
+L2(v_land, (x != 0 && y != 0) ? 1.0 : 0.0) L2(v_lor, (x != 0 || y != 0) ? 1.0 : 0.0)
+static inline vd v_sel(vd p, vd f, vd t) { vd r; for (int l = 0; l < W; l++) r[l] = p[l] != 0 ? t[l] : f[l]; return r; }
+static inline int v_any(vd a) { for (int l = 0; l < W; l++) if (a[l] != 0) return 1; return 0; }
+#define FN static __attribute__((noinline)) void
+#define ARGS vd *restrict ws, vd *restrict ar, const vd *restrict in, vd *restrict out, long *restrict it
+#define PASS ws, ar, in, out, it
+"""
+
+
+def _const(c):
+    if math.isnan(c):
+        return "S(NAN)"
+    if math.isinf(c):
+        return "S(INFINITY)" if c > 0 else "S(-INFINITY)"
+    return f"S({c!r})"
+
+
+class _Emitter:
+    def __init__(self, prog, W, chunk):
+        self.p, self.W, self.chunk = prog, W, chunk
+        self.fn_of = {}          # id -> function index where defined
+        self.slot = {}           # id -> ws slot
+        self.uses = {}           # id -> set of functions using it
+        self.functions = []      # (index, list of statements)
+        self.n_statements = 0
+
+    # pass 1: functions and uses ---------------------------------------------
+    def plan(self, scope):
+        """Split a scope into functions; returns their indices."""
+        fns = []
+        cur = None
+        count = 0
+        for st in scope:
+            if cur is None or count >= self.chunk:
+                cur = len(self.functions)
+                self.functions.append([])
+                fns.append(cur)
+                count = 0
+            self.functions[cur].append(st)
+            count += 1
+            i, op, args = st
+            self.n_statements += 1
+            if i is not None:
+                self.fn_of[i] = cur
+            if op == "loop":
+                loop: Loop = args
+                for ph in loop.phis:
+                    self.slot.setdefault(ph, None)
+                if loop.active is not None:
+                    self.slot.setdefault(loop.active, None)
+                for r in list(loop.init) + ([loop.cond_pre] if loop.kind == "while" else []):
+                    self.use(r, cur)
+                loop.fns = self.plan(loop.body)
+                for r in list(loop.nxt) + ([loop.cond_ref] if loop.kind == "while" else []):
+                    self.use(r, cur)
+            elif op == "aloop":
+                for kind, v in args[3]:
+                    if kind == "s":
+                        self.use(v, cur)
+            elif op == "ystore":
+                self.use(args[3], cur)
+            elif op == "store":
+                self.use(args[1], cur)
+            elif op in ("in", "itaff", "xtab", "xarena", "areduce"):
+                pass
+            else:
+                for a in args:
+                    self.use(a, cur)
+        return fns
+
+    def use(self, r, fn):
+        if isinstance(r, float) or r is None or r >= BUF or r < 0:
+            return
+        self.uses.setdefault(r, set()).add(fn)
+
+    def assign_slots(self, out_fn):
+        for r, fns in self.uses.items():
+            if r in self.slot or any(f != self.fn_of.get(r) for f in fns):
+                self.slot[r] = None
+        for i, r in enumerate(sorted(self.slot)):
+            self.slot[r] = i
+        return len(self.slot)
+
+    # pass 2: text -----------------------------------------------------------
+    def ref(self, r, fn):
+        if isinstance(r, float):
+            return _const(r)
+        if r >= BUF:
+            return f"ar[{r - BUF}]"
+        if self.fn_of.get(r) == fn:
+            return f"v{r}"
+        return f"ws[{self.slot[r]}]"
+
+    def expr(self, op, args, fn, kind):
+        a = [self.ref(x, fn) for x in args] if op not in ("in", "itaff", "xtab", "xarena", "areduce") else args
+        if op == "in":
+            return f"in[{int(args[0])}]"
+        if op == "itaff":
+            return f"S({args[0]!r} + {args[1]!r} * (double)it[{self.cur_depth}])"
+        if op == "xtab":
+            t, n, k = map(int, args)
+            return f"S(tab{t}[it[{self.cur_depth}] * {n} + {k}])"
+        if op == "xarena":
+            s, n, k = map(int, args)
+            return f"ar[{s} + it[{self.cur_depth}] * {n} + {k}]"
+        if op == "add":
+            return f"{a[0]} + {a[1]}"
+        if op == "sub":
+            return f"{a[0]} - {a[1]}"
+        if op == "mul":
+            return f"{a[0]} * {a[1]}"
+        if op == "div":
+            return f"v_idiv({a[0]}, {a[1]})" if kind == "i" else f"{a[0]} / {a[1]}"
+        if op == "mov":
+            return a[0]
+        if op == "sel":
+            return f"v_sel({a[0]}, {a[1]}, {a[2]})"
+        return f"v_{op}({', '.join(a)})"
+
+    def body(self, fn, statements, depth):
+        lines = []
+        self.cur_depth = depth
+        for i, op, args in statements:
+            if op == "loop":
+                lines.extend(self.loop(fn, args))
+                self.cur_depth = depth
+                continue
+            if op == "ystore":
+                base, n, k, a, reverse, L = args
+                lines.append(f"  ar[{base} + it[{depth}] * {n} + {k}] = {self.ref(a, fn)};")
+                continue
+            if op == "store":
+                lines.append(f"  ar[{args[0] - BUF}] = {self.ref(args[1], fn)};")
+                continue
+            if op == "aloop":
+                name, base, n, operands, kind = args
+                ex = [self.arena_ex(o, fn) for o in operands]
+                if name in ("add", "sub", "mul"):
+                    rhs = f" {dict(add='+', sub='-', mul='*')[name]} ".join(ex)
+                elif name == "div" and kind != "i":
+                    rhs = f"{ex[0]} / {ex[1]}"
+                elif name == "div":
+                    rhs = f"v_idiv({ex[0]}, {ex[1]})"
+                elif name == "neg":
+                    rhs = f"-{ex[0]}"
+                else:
+                    rhs = f"v_{name}({', '.join(ex)})"
+                lines.append(f"  for (long e = 0; e < {n}; e++) ar[{base - BUF} + e] = {rhs};")
+                continue
+            kind = self.p.dtype_of.get(i, "f")
+            if op == "areduce":
+                name, opnd, n = args
+                comb = {"add": "acc + x", "mul": "acc * x"}.get(name, f"v_{name}(acc, x)")
+                lines.append(f"  vd v{i}; {{ long e = 0; vd acc = {self.arena_ex(opnd, fn)}; for (e = 1; e < {n}; e++) "
+                             f"{{ vd x = {self.arena_ex(opnd, fn)}; acc = {comb}; }} v{i} = acc; }}")
+            else:
+                lines.append(f"  vd v{i} = {self.expr(op, args, fn, kind)};")
+            if i in self.slot:
+                lines.append(f"  ws[{self.slot[i]}] = v{i};")
+        return lines
+
+    def arena_ex(self, o, fn):
+        kd, v = o
+        if kd == "c":
+            return _const(v)
+        if kd == "s":
+            return self.ref(v, fn)
+        if kd == "a":
+            return f"ar[{v - BUF} + e]"
+        return f"ar[itab{v}[e]]"
+
+    def loop(self, fn, loop: Loop):
+        d = loop.depth
+        out = ["  {"]
+        for ph, r in zip(loop.phis, loop.init):
+            out.append(f"    ws[{self.slot[ph]}] = {self.ref(r, fn)};")
+        calls = " ".join(f"f{g}(PASS);" for g in loop.fns)
+        tmp_decl = f"    vd tmp[{max(1, len(loop.phis))}];"
+        upd = [f"      tmp[{k}] = {self.ref(r, fn)};" for k, r in enumerate(loop.nxt)]
+        upd += [f"      ws[{self.slot[ph]}] = tmp[{k}];" for k, ph in enumerate(loop.phis)]
+        out.append(tmp_decl)
+        if loop.kind == "scan":
+            L = loop.length
+            idx = f"{L - 1} - i" if getattr(loop, "reverse", False) else "i"
+            out.append(f"    for (long i = 0; i < {L}; i++) {{")
+            out.append(f"      it[{d}] = {idx};")
+            out.append(f"      {calls}")
+            out.extend(upd)
+            out.append("    }")
+        else:
+            act = self.slot[loop.active]
+            out.append(f"    ws[{act}] = {self.ref(loop.cond_pre, fn)};")
+            out.append(f"    for (long i = 0; v_any(ws[{act}]); i++) {{")
+            out.append(f"      it[{d}] = i;")
+            out.append(f"      {calls}")
+            out.append(f"      vd c = {self.ref(loop.cond_ref, fn)};")
+            out.extend(upd)
+            out.append(f"      ws[{act}] = c;")
+            out.append("    }")
+        out.append("  }")
+        return out
+
+
+def to_c(prog, out_refs, W, chunk):
+    """(C source, workspace slots, statements) of ``prog`` whose outputs
+    are ``out_refs`` (one per output element)."""
+    em = _Emitter(prog, W, chunk)
+    top = em.plan(prog.scopes[0])
+    out_fn = -1                       # the entry function
+    for r in out_refs:
+        em.use(r, out_fn)
+    n_slots = em.assign_slots(out_fn)
+    depth_of_fn = {}
+
+    def mark(fns, depth, scope_statements):
+        for g in fns:
+            depth_of_fn[g] = depth
+        for st in scope_statements:
+            if st[1] == "loop":
+                mark(st[2].fns, st[2].depth, st[2].body)
+    mark(top, 0, prog.scopes[0])
+    parts = [PRELUDE % {"W": W}]
+    for t, tab in enumerate(prog.const_tables):
+        vals = ", ".join(repr(float(x)) if np.isfinite(x) else ("NAN" if np.isnan(x) else
+                         ("INFINITY" if x > 0 else "-INFINITY")) for x in np.asarray(tab).reshape(-1))
+        parts.append(f"static const double tab{t}[] = {{{vals}}};")
+    for t, tab in enumerate(prog.index_tables):
+        parts.append(f"static const long itab{t}[] = {{{', '.join(str(int(x)) for x in tab)}}};")
+    for g in range(len(em.functions)):
+        parts.append(f"FN f{g}(ARGS);")
+    for g, statements in enumerate(em.functions):
+        body = em.body(g, statements, depth_of_fn[g])
+        parts.append(f"FN f{g}(ARGS) {{\n" + "\n".join(body) + "\n}")
+    lines = ["void run(const double *in_, double *out_, double *ws_, double *ar_) {",
+             "  const vd *in = (const vd *)in_; vd *out = (vd *)out_; vd *ws = (vd *)ws_; vd *ar = (vd *)ar_;",
+             "  long it[32] = {0};"]
+    lines.append("  " + " ".join(f"f{g}(PASS);" for g in top))
+    # outputs: runs of consecutive arena elements are copied in loops
+    k = 0
+    n = len(out_refs)
+    while k < n:
+        r = out_refs[k]
+        if not isinstance(r, float) and r >= BUF:
+            j = k
+            while j + 1 < n and not isinstance(out_refs[j + 1], float) and out_refs[j + 1] == out_refs[j] + 1:
+                j += 1
+            if j > k:
+                lines.append(f"  memcpy(out + {k}, ar + {r - BUF}, sizeof(vd) * {j - k + 1});")
+                k = j + 1
+                continue
+        lines.append(f"  out[{k}] = {em.ref(r, out_fn)};")
+        k += 1
+    lines.append("}")
+    parts.append("\n".join(lines))
+    return "\n".join(parts) + "\n", n_slots, em.n_statements
