@@ -224,6 +224,8 @@ LOADS = Map(values=Map(values=Float()))         # {left: {fx: ...}, right: {...}
 INTEGRATOR = Map({
     "name": Str(), "dt": Float(gt=0, unit="s"), "relinearise_every": Int(ge=1), "solver": Str(),
     "rtol": Float(gt=0), "atol_coordinates": Float(gt=0), "atol_speeds": Float(gt=0),
+    "backend": Either(Literal("xla"), Literal("generated"), Literal("auto"),
+                      reason="must be xla, generated or auto"),
 }, strict=True)
 SWEEP = Map({
     "design": Str(), "n_variants": Int(), "seed": Int(ge=0), "parameters": Optional(Each(PARAMETER)),

@@ -431,7 +431,7 @@ class Translator:
         if name == "dot_general":
             return [self.dot_general(eqn, ins, avals[0])]
         if name in ("gather", "dynamic_slice", "dynamic_update_slice", "scatter", "scatter-add",
-                    "scatter_add"):
+                    "scatter_add", "scatter-mul", "scatter_mul", "scatter-min", "scatter-max"):
             return self.indexed(name, eqn, ins, avals)
         if name in ("cumsum", "cumprod", "cummax", "cummin"):
             return [self.cumulative(name, eqn, ins[0], avals[0])]
@@ -680,9 +680,11 @@ class Translator:
             return [Val(r.reshape(x.shape), c.reshape(x.shape))]
         out = self.elems(x)
         us = self.elems(upd)
+        op = {"scatter-add": "add", "scatter_add": "add", "scatter-mul": "mul", "scatter_mul": "mul",
+              "scatter-min": "min", "scatter-max": "max"}[name]
         for u, t in enumerate(tgt):               # in the updates' order
             if t >= 0:
-                out[t] = self.bin("add", out[t], us[u], kind)
+                out[t] = self.bin(op, out[t], us[u], kind)
         return [self.from_elems(out, x.shape, avals[0].dtype)]
 
     def dynamic_gather(self, eqn, x, idx, aval):

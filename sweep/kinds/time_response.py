@@ -222,7 +222,7 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
 
 
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None):
+                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None, backend="xla"):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
     (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
@@ -230,11 +230,18 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
     only the integration is sharded (:class:`~sweep.engine.mapping.StagedRunner`);
     a method that cannot be traced runs variant by variant on the host
     (:class:`~sweep.engine.mapping.HostRunner`). A chunk of one variant is
-    the app's single-variant path."""
+    the app's single-variant path. ``backend`` = generated: the integration
+    as generated C (:class:`sweep.engine.generated.GeneratedRunner`; this
+    function's XLA runner is its fallback)."""
     meth = METHODS[method] if isinstance(method, str) else method
     args = (model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver, meth, tolerance)
     if not meth.jittable:
         return mapping.HostRunner(*make_variant(*args, stages=True), micro_batch)
+    if backend == "generated":
+        from sweep.engine.generated import GeneratedRunner, default_threads
+        fallback = make_chunk_runner(*args[:10], n_dev, meth, tolerance, micro_batch, "xla")
+        return GeneratedRunner(*make_variant(*args, stages=True), fallback, micro_batch,
+                               threads=default_threads())
     if n_dev > 1:
         return mapping.StagedRunner(*make_variant(*args, stages=True), n_dev, micro_batch)
     return mapping.map_variants(make_variant(*args), 1, micro_batch)
@@ -262,6 +269,7 @@ class Case:
     bidx: tuple
     times: np.ndarray
     method: Any                 # the method value (kernels.methods.METHODS, options applied)
+    backend: str                # xla | generated (integrator.backend resolved: sweep.engine.generated)
     tolerance: Optional[tuple]  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
     loadcase_name: str
 
@@ -352,9 +360,12 @@ class TimeResponse(JobKind):
         shapes = channel_shapes(model, bidx)
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one
+        from sweep.engine.generated import resolve
+        backend = resolve(integ.get("backend"), method.jittable)
+        # the generated backend spreads a chunk over the cores by threads: one device
         shard, nsh, n_dev, C = mapping.chunking(
             sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
-            max_devices=None if method.jittable else 1)
+            max_devices=None if (method.jittable and backend == "xla") else 1)
         if not method.jittable:
             C = min(C, len(X))
         times = t0 + np.arange(n_samples) * every * dt
@@ -372,6 +383,7 @@ class TimeResponse(JobKind):
         }
         case = Case(exc=exc, t0=t0, t1=t1, dt=dt, every=every, n_samples=n_samples, relin=relin,
                     solver=solver, bidx=tuple(bidx), times=times, method=method, tolerance=tolerance,
+                    backend=backend,
                     loadcase_name=str(cfg.loadcase.name))
         return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                     micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
@@ -381,8 +393,11 @@ class TimeResponse(JobKind):
     def runner(self, plan):
         c, topo = plan.case, plan.model.topology
         args = (plan.model, plan.pset, c.exc, c.t0, c.dt, c.n_samples, c.every, c.relin, list(c.bidx),
-                c.solver, plan.n_dev, c.method, c.tolerance, plan.micro_batch)
+                c.solver, plan.n_dev, c.method, c.tolerance, plan.micro_batch, c.backend)
         where = (engine_note(plan.n_dev) if c.method.jittable else "the host, one variant at a time")
+        if c.backend == "generated":
+            from sweep.engine.generated import default_threads
+            where = f"generated C, {default_threads()} thread(s) (equilibria on {engine_note(1)})"
         what = (f"{c.method.name.upper()} chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"

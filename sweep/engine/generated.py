@@ -1,0 +1,103 @@
+"""The generated backend as a chunk runner: the static equilibria on XLA
+(the first stage of :class:`sweep.engine.mapping.StagedRunner`), the
+integration as model-specific C generated from the same per-variant JAX
+function (:mod:`sweep.codegen`), variants in groups of W (one SIMD vector),
+groups spread over the CPU cores by threads.
+
+When the generated code cannot be built (no C compiler, a primitive the
+generator does not know) the runner logs one line saying why and runs
+the whole chunk on XLA instead (the ``fallback`` runner): a job never
+fails for the backend's sake.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import jax
+import numpy as np
+
+from sweep.engine import mapping
+
+log = logging.getLogger("sweep")
+
+BACKENDS = ("xla", "generated", "auto")
+LANES = 4                 # variants per SIMD vector (AVX2: 4 float64); BENCHMARKS.md "Generated backend"
+
+
+def resolve(backend, jittable, platform=None):
+    """'xla' or 'generated' for the config's ``integrator.backend``: auto is
+    the generated code on a CPU for a traced (fixed-step) method when a C
+    compiler is there, XLA otherwise (accelerators, the host reference)."""
+    from sweep.codegen.build import compiler
+    backend = backend or "xla"
+    if not jittable:
+        return "xla"
+    if backend == "auto":
+        platform = platform or jax.default_backend()
+        return "generated" if platform == "cpu" and compiler() is not None else "xla"
+    return backend
+
+
+class GeneratedRunner:
+    """A chunk runner (host protocol of :class:`sweep.engine.mapping.HostRunner`):
+    ``first(theta) -> carry`` mapped and compiled by XLA, ``second(theta,
+    carry) -> outputs`` generated as C; ``fallback`` the XLA chunk runner
+    used when the C cannot be built."""
+    host = True
+
+    def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None):
+        self.first_fn = first
+        self.first = mapping.map_variants(first, 1, micro_batch)
+        self.second = second
+        self.fallback = fallback
+        self.lanes = lanes
+        self.threads = threads
+        self.info = {}
+
+    def lower(self, thetas):
+        return _Lowered(self, thetas)
+
+
+class _Lowered:
+    def __init__(self, runner, thetas):
+        self.runner, self.thetas = runner, np.asarray(thetas)
+
+    def compile(self):
+        from sweep.codegen import build, emit
+        r = self.runner
+        dev0 = jax.devices()[0]
+        first = r.first.lower(jax.device_put(self.thetas, dev0)).compile()
+        carry = jax.eval_shape(r.first, self.thetas)
+        theta0 = np.zeros(self.thetas.shape[1:], self.thetas.dtype)
+        carry0 = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry)
+        try:
+            t = time.perf_counter()
+            gen = emit.generate(r.second, theta0, carry0, W=r.lanes)
+            t_gen = time.perf_counter() - t
+            fn, t_build = build.build(gen)
+        except (emit.Unsupported, build.BuildError) as err:
+            log.warning(f"warning: generated backend not available ({err}); running on XLA")
+            r.info = {"backend": "xla", "why": str(err)}
+            compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
+            return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(np.asarray(thetas), dev0)))
+        kernel = build.Kernel(gen, fn, threads=r.threads)
+        r.info = {"backend": "generated", "generate_s": t_gen, "build_s": t_build,
+                  "statements": gen.n_statements, "lanes": gen.W, "threads": kernel.threads}
+        log.info(f"generated backend: {gen.n_statements} statements, {gen.W} variants per vector, "
+                 f"{kernel.threads} thread(s); generated in {t_gen:.1f} s, "
+                 + (f"compiled in {t_build:.1f} s" if t_build else "compiled code from the cache"))
+
+        def run(thetas, m=None):
+            thetas = np.asarray(thetas)
+            m = len(thetas) if m is None else int(m)
+            c = jax.device_get(first(jax.device_put(thetas, dev0)))
+            rows = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], c)
+            return kernel(thetas[:m], rows)
+        return run
+
+
+def default_threads():
+    from sweep.runtime import usable_cores
+    return int(os.environ.get("AXLE_GENERATED_THREADS", 0)) or usable_cores()
