@@ -62,10 +62,16 @@ class _Emitter:
         self.uses = {}           # id -> set of functions using it
         self.functions = []      # (index, list of statements)
         self.n_statements = 0
+        self.time = 0
+        self.t_def, self.t_last, self.loops_of, self.pending = {}, {}, {}, {}
 
-    # pass 1: functions and uses ---------------------------------------------
-    def plan(self, scope):
-        """Split a scope into functions; returns their indices."""
+    # pass 1: functions, uses and live ranges ------------------------------
+    def plan(self, scope, loops=()):
+        """Split a scope into functions; returns their indices. Every
+        statement gets a time (its place in the program's layout), every use
+        of a value the time it is needed until: inside a loop that does not
+        define the value, the end of that loop (it is read again in the next
+        iteration)."""
         fns = []
         cur = None
         count = 0
@@ -79,46 +85,85 @@ class _Emitter:
             count += 1
             i, op, args = st
             self.n_statements += 1
-            if i is not None:
-                self.fn_of[i] = cur
+            self.time += 1
             if op == "loop":
                 loop: Loop = args
-                for ph in loop.phis:
+                loop.t_start = self.time
+                inner = loops + (loop,)
+                for ph in loop.phis + ([loop.active] if loop.active is not None else []):
                     self.slot.setdefault(ph, None)
-                if loop.active is not None:
-                    self.slot.setdefault(loop.active, None)
+                    self.define(ph, None, inner)
                 for r in list(loop.init) + ([loop.cond_pre] if loop.kind == "while" else []):
-                    self.use(r, cur)
-                loop.fns = self.plan(loop.body)
+                    self.use(r, cur, loops)
+                loop.fns = self.plan(loop.body, inner)
+                self.time += 1
                 for r in list(loop.nxt) + ([loop.cond_ref] if loop.kind == "while" else []):
-                    self.use(r, cur)
-            elif op == "aloop":
+                    self.use(r, cur, inner)
+                for ph in loop.phis + ([loop.active] if loop.active is not None else []):
+                    self.use(ph, cur, inner)
+                loop.t_end = self.time
+                self.time += 1
+                self.close(loop)
+                continue
+            if i is not None:
+                self.define(i, cur, loops)
+            if op == "aloop":
                 for kind, v in args[3]:
                     if kind == "s":
-                        self.use(v, cur)
+                        self.use(v, cur, loops)
             elif op == "ystore":
-                self.use(args[3], cur)
+                self.use(args[3], cur, loops)
             elif op == "store":
-                self.use(args[1], cur)
+                self.use(args[1], cur, loops)
             elif op in ("in", "itaff", "xtab", "xarena", "areduce"):
                 pass
             else:
                 for a in args:
-                    self.use(a, cur)
+                    self.use(a, cur, loops)
         return fns
 
-    def use(self, r, fn):
+    def define(self, r, fn, loops):
+        if fn is not None:
+            self.fn_of.setdefault(r, fn)
+        self.t_def[r] = self.time
+        self.loops_of[r] = loops
+
+    def use(self, r, fn, loops):
         if isinstance(r, float) or r is None or r >= BUF or r < 0:
             return
         self.uses.setdefault(r, set()).add(fn)
+        dl = self.loops_of.get(r, ())
+        # a use inside loops the value is not defined in: live to the end of the outermost of them
+        outer = [lp for lp in loops if lp not in dl]
+        if outer:
+            self.pending.setdefault(id(outer[0]), []).append(r)
+        else:
+            self.t_last[r] = max(self.t_last.get(r, 0), self.time)
+
+    def close(self, loop):
+        for r in self.pending.pop(id(loop), []):
+            self.t_last[r] = max(self.t_last.get(r, 0), loop.t_end)
 
     def assign_slots(self, out_fn):
+        """Workspace slots for the values that cross a function boundary,
+        reused once a value is dead (linear scan over the live ranges)."""
         for r, fns in self.uses.items():
             if r in self.slot or any(f != self.fn_of.get(r) for f in fns):
                 self.slot[r] = None
-        for i, r in enumerate(sorted(self.slot)):
-            self.slot[r] = i
-        return len(self.slot)
+        import heapq
+        order = sorted(self.slot, key=lambda r: self.t_def.get(r, 0))
+        free, busy, n = [], [], 0
+        for r in order:
+            t0 = self.t_def.get(r, 0)
+            while busy and busy[0][0] < t0:
+                heapq.heappush(free, heapq.heappop(busy)[1])
+            if free:
+                k = heapq.heappop(free)
+            else:
+                k, n = n, n + 1
+            self.slot[r] = k
+            heapq.heappush(busy, (max(self.t_last.get(r, t0), t0), k))
+        return n
 
     # pass 2: text -----------------------------------------------------------
     def ref(self, r, fn):
@@ -240,14 +285,85 @@ class _Emitter:
         return out
 
 
+_PURE_SOURCES = ("in", "itaff", "xtab", "xarena")
+
+
+def _uses(st):
+    """The value ids a statement reads (a loop: also those read in its body)."""
+    i, op, args = st
+    if op == "loop":
+        out = list(args.init) + list(args.nxt) + [args.cond_pre, args.cond_ref]
+        for b in args.body:
+            out.extend(_uses(b))
+        return [a for a in out if isinstance(a, int) and 0 <= a < BUF]
+    if op in _PURE_SOURCES or op == "areduce":
+        return []
+    if op == "aloop":
+        return [v for k, v in args[3] if k == "s"]
+    if op == "ystore":
+        return [args[3]] if isinstance(args[3], int) and args[3] < BUF else []
+    if op == "store":
+        return [args[1]] if isinstance(args[1], int) and args[1] < BUF else []
+    return [a for a in args if isinstance(a, int) and 0 <= a < BUF]
+
+
+def schedule(scope, roots=()):
+    """Reorder a scope's pure statements depth-first from where they are
+    needed (each just before its first consumer), so that a value lives
+    briefly and mostly inside one function (a register, not a workspace
+    slot); statements with effects (loops, stores, reads after a loop)
+    keep their order. Recurses into loop bodies."""
+    pos = {}
+    for k, (i, op, args) in enumerate(scope):
+        if i is not None and op not in ("mov", "areduce"):
+            pos[i] = k
+    done = set()
+    out = []
+
+    def need(r):
+        stack = [(r, False)]
+        while stack:
+            x, expanded = stack.pop()
+            if x not in pos or x in done:
+                continue
+            st = scope[pos[x]]
+            if expanded:
+                done.add(x)
+                out.append(st)
+                continue
+            stack.append((x, True))
+            for a in reversed(_uses(st)):
+                if a in pos and a not in done:
+                    stack.append((a, False))
+
+    for st in scope:
+        i, op, args = st
+        if i is not None and i in pos:
+            continue
+        for a in _uses(st):
+            need(a)
+        if op == "loop":
+            schedule(args.body, list(args.nxt) + [args.cond_ref])
+        out.append(st)
+    for r in roots:
+        if isinstance(r, int):
+            need(r)
+    for st in scope:                  # anything left (not needed: kept in its order)
+        if st[0] is not None and st[0] in pos and st[0] not in done:
+            out.append(st)
+    scope[:] = out
+
+
 def to_c(prog, out_refs, W, chunk):
     """(C source, workspace slots, statements) of ``prog`` whose outputs
     are ``out_refs`` (one per output element)."""
+    schedule(prog.scopes[0], out_refs)
     em = _Emitter(prog, W, chunk)
     top = em.plan(prog.scopes[0])
     out_fn = -1                       # the entry function
+    em.time += 1
     for r in out_refs:
-        em.use(r, out_fn)
+        em.use(r, out_fn, ())
     n_slots = em.assign_slots(out_fn)
     depth_of_fn = {}
 

@@ -655,9 +655,9 @@ class Translator:
         if name in ("dynamic_slice", "dynamic_update_slice"):
             x, *rest = ins
             u = rest.pop(0) if name == "dynamic_update_slice" else None
-            if not all(s.is_const for s in rest):
-                raise Unsupported(f"{name} with variable start indices")
             size = u.shape if u is not None else tuple(int(d) for d in params["slice_sizes"])
+            if not all(s.is_const for s in rest):
+                return [self.variable_slice(x, u, rest, size, avals[0])]
             st = [min(max(int(s.cv), 0), n - k) for s, n, k in zip(rest, x.shape, size)]
             sl = tuple(slice(a, a + k) for a, k in zip(st, size))
             if u is None:
@@ -686,6 +686,38 @@ class Translator:
             if t >= 0:
                 out[t] = self.bin(op, out[t], us[u], kind)
         return [self.from_elems(out, x.shape, avals[0].dtype)]
+
+    def variable_slice(self, x, u, starts, size, aval):
+        """dynamic_slice / dynamic_update_slice with per-variant start
+        indices: every element a select over the admissible starts (clamped
+        into the array, as XLA)."""
+        var = [d for d, s in enumerate(starts) if not s.is_const]
+        D = [x.shape[d] - size[d] + 1 for d in var]
+        if int(np.prod(D)) > 256:
+            raise Unsupported(f"dynamic slice with variable starts over {int(np.prod(D))} positions")
+        fixed = [min(max(int(s.cv), 0), n - k) if s.is_const else 0 for s, n, k in zip(starts, x.shape, size)]
+        kind = _kind(aval.dtype)
+        cases = {}
+        for combo in itertools.product(*[range(d) for d in D]):
+            st = list(fixed)
+            for d, v in zip(var, combo):
+                st[d] = v
+            sl = tuple(slice(a, a + k) for a, k in zip(st, size))
+            if u is None:
+                cases[combo] = self.elems(Val(x.ref[sl], x.cv[sl]))
+            else:
+                r, c = x.ref.copy(), x.cv.copy()
+                r[sl], c[sl] = u.ref, u.cv
+                cases[combo] = self.elems(Val(r, c))
+        keys = [self.elems(starts[d])[0] for d in var]
+
+        def nested(e, prefix):
+            if len(prefix) == len(var):
+                return cases[tuple(prefix)][e]
+            items = [nested(e, prefix + [v]) for v in range(D[len(prefix)])]
+            return self.select(keys[len(prefix)], items, kind)
+        n = len(next(iter(cases.values())))
+        return self.from_elems([nested(e, []) for e in range(n)], aval.shape, aval.dtype)
 
     def dynamic_gather(self, eqn, x, idx, aval):
         """A gather whose indices vary per variant (e.g. a curve's segment
