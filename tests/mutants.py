@@ -77,6 +77,8 @@ ENERGY_GRAD = "tests/kernels/test_energy.py::test_energy_oracle_forces_are_its_g
 ENERGY_DAMPED = "tests/kernels/test_energy.py::test_damped_axle_energy_balance"
 ENERGY_CONSERVED = "tests/kernels/test_energy.py::test_undamped_axle_conserves_energy_short"
 P2P = "tests/kernels/test_p2p_analytic.py"
+CODEGEN_SMALL = "tests/sweep/test_codegen.py::test_control_flow_and_variable_indexing_equal_xla"
+CODEGEN_TOY = "tests/sweep/test_codegen.py::test_generated_toy_axle_equals_xla"
 VALID_ORDER = "tests/kernels/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step"
 VALID_NMSE = "tests/kernels/test_validation.py::test_nmse_against_radau_within_published"
 VALID_RESP = "tests/kernels/test_validation.py::test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm"
@@ -325,6 +327,18 @@ MUTANTS = [
            [("kernels/forces.py", "return _apply(T * e, zero, pm1, p1, R1, p2, R2, at2=pm2)",
              "return _apply(T * e, zero, p1, p1, R1, p2, R2, at2=pm2)")],
            ["tests/kernels/test_elements.py", P2P, ENERGY_GRAD, "tests/kernels/test_dynamics.py"]),
+    # ------------------------------------------------------------ the generated backend (sweep/codegen)
+    Mutant("codegen_sub_operands", "generated C: subtraction operands swapped",
+           [("sweep/codegen/csource.py", 'return f"{a[0]} - {a[1]}"', 'return f"{a[1]} - {a[0]}"')],
+           [CODEGEN_SMALL, CODEGEN_TOY]),
+    Mutant("codegen_while_mask", "generated C: a variant that is done keeps iterating (no per-variant mask)",
+           [("sweep/codegen/emit.py", 'nxt.append(self.p.emit("sel", (act_phi, a, b), kind)',
+             'nxt.append(self.p.emit("sel", (1.0, a, b), kind)')],
+           [CODEGEN_SMALL, CODEGEN_TOY]),
+    Mutant("codegen_scatter_add_drops_duplicates", "generated C: scatter-add keeps only one update per target",
+           [("sweep/codegen/emit.py", "                out[t] = self.bin(op, out[t], us[u], kind)",
+             "                out[t] = us[u] if op == \"add\" else self.bin(op, out[t], us[u], kind)")],
+           [CODEGEN_SMALL, CODEGEN_TOY]),
 ]
 
 

@@ -23,7 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-CFLAGS = ("-O1", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
+# -O2: the step runs 1.7-2.2x faster than at -O1 for about 20 % more compile time
+# (BENCHMARKS.md, "Generated backend"); no FMA contraction (XLA's results);
+# AXLE_GENERATED_CFLAGS replaces the optimisation flags (experiments).
+CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
+_LINK = ("-fPIC", "-shared")
+
+
+def compile_flags():
+    extra = os.environ.get("AXLE_GENERATED_CFLAGS")
+    return tuple(extra.split()) + _LINK if extra else CFLAGS + _LINK
 
 
 class BuildError(RuntimeError):
@@ -64,25 +73,24 @@ def _compiler_id(cc):
         return cc
 
 
-def build(gen, cflags=CFLAGS, log=None):
+def build(gen, flags=None, log=None):
     """The loaded library of a :class:`~sweep.codegen.emit.Generated`;
     returns (ctypes function, seconds spent compiling: 0 when cached)."""
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler found (set CC, or install cc / gcc / clang)")
+    cflags = flags or compile_flags()
     key = hashlib.sha256((gen.source + _compiler_id(cc) + " ".join(cflags)).encode()).hexdigest()[:24]
     so = os.path.join(cache_dir(), f"{key}.so")
     spent = 0.0
     if not os.path.exists(so):
         t = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-            c = os.path.join(tmp, "kernel.c")
-            with open(c, "w") as f:
-                f.write(gen.source)
+            objects = _compile_parts(cc, cflags, gen.source, tmp)
             out = os.path.join(tmp, "kernel.so")
-            res = subprocess.run([cc, *cflags, c, "-o", out, "-lm"], capture_output=True, text=True)
+            res = subprocess.run([cc, *cflags, *objects, "-o", out, "-lm"], capture_output=True, text=True)
             if res.returncode:
-                raise BuildError(f"{os.path.basename(cc)} failed on the generated code: {res.stderr[-2000:]}")
+                raise BuildError(f"{os.path.basename(cc)} failed to link the generated code: {res.stderr[-2000:]}")
             os.replace(out, so)          # atomic: a concurrent job sees the whole library or none
         spent = time.perf_counter() - t
     lib = ctypes.CDLL(so)
@@ -91,6 +99,76 @@ def build(gen, cflags=CFLAGS, log=None):
     fn.argtypes = [p, p, p, p]
     fn.restype = None
     return fn, spent
+
+
+def _compile_parts(cc, cflags, source, tmp):
+    """Compile the source's translation units (:data:`sweep.codegen.csource.SPLIT`:
+    the prelude, then the parts) in parallel, one compiler process per core."""
+    from sweep.codegen.csource import SPLIT
+    from sweep.runtime import usable_cores
+    prelude, *parts = source.split(SPLIT)
+    parts = [p for p in parts if p.strip()] or [""]
+    # the entry function is the last part; every part sees the prelude (types, helpers, prototypes)
+    flags = [f for f in cflags if f != "-shared"] + ["-c"]
+    jobs, objects = [], []
+    for k, part in enumerate(parts):
+        c = os.path.join(tmp, f"part{k}.c")
+        with open(c, "w") as f:
+            f.write(prelude + part)
+        objects.append(os.path.join(tmp, f"part{k}.o"))
+        jobs.append((c, objects[-1]))
+    running, errors = [], []
+    width = max(1, usable_cores())
+    for c, o in jobs:
+        while len(running) >= width:
+            errors.append(_finish(running.pop(0)))
+        running.append(subprocess.Popen([cc, *flags, c, "-o", o], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True))
+    errors.extend(_finish(p) for p in running)
+    errors = [e for e in errors if e]
+    if errors:
+        raise BuildError(f"{os.path.basename(cc)} failed on the generated code: {errors[0][-2000:]}")
+    return objects
+
+
+def _finish(proc):
+    _, err = proc.communicate()
+    return err if proc.returncode else ""
+
+
+def load_or_build(fn, *example_args, W=4, log=None):
+    """(Kernel inputs: Generated, ctypes function, info) for a per-variant
+    function: from the cache when this jaxpr (with its constants, W and the
+    generator's version) was built before - tracing only - else generated
+    and compiled, then cached (``<key>.so`` and ``<key>.pkl``)."""
+    import pickle
+    from sweep.codegen import emit
+    t = time.perf_counter()
+    traced = emit.trace(fn, *example_args, W=W)
+    key = traced[2]
+    cc = compiler()
+    if cc is None:
+        raise BuildError("no C compiler found (set CC, or install cc / gcc / clang)")
+    meta = os.path.join(cache_dir(), f"{key}.pkl")
+    if os.path.exists(meta):
+        try:
+            with open(meta, "rb") as f:
+                gen = pickle.load(f)
+            fn_c, spent = build(gen)
+            return gen, fn_c, {"cached": True, "trace_s": time.perf_counter() - t, "generate_s": 0.0,
+                               "build_s": spent}
+        except Exception:  # noqa: BLE001 - a damaged cache entry is rebuilt
+            pass
+    t_trace = time.perf_counter() - t
+    t = time.perf_counter()
+    gen = emit.generate(fn, *example_args, W=W, traced=traced)
+    t_gen = time.perf_counter() - t
+    fn_c, spent = build(gen)
+    tmp = meta + f".{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(gen, f)
+    os.replace(tmp, meta)
+    return gen, fn_c, {"cached": False, "trace_s": t_trace, "generate_s": t_gen, "build_s": spent}
 
 
 class Kernel:

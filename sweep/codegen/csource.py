@@ -40,7 +40,7 @@ L2(v_ge, x >= y ? 1.0 : 0.0) L2(v_eq, x == y ? 1.0 : 0.0) L2(v_ne, x != y ? 1.0 
 L2(v_land, (x != 0 && y != 0) ? 1.0 : 0.0) L2(v_lor, (x != 0 || y != 0) ? 1.0 : 0.0)
 static inline vd v_sel(vd p, vd f, vd t) { vd r; for (int l = 0; l < W; l++) r[l] = p[l] != 0 ? t[l] : f[l]; return r; }
 static inline int v_any(vd a) { for (int l = 0; l < W; l++) if (a[l] != 0) return 1; return 0; }
-#define FN static __attribute__((noinline)) void
+#define FN __attribute__((noinline, visibility("hidden"))) void
 #define ARGS vd *restrict ws, vd *restrict ar, const vd *restrict in, vd *restrict out, long *restrict it
 #define PASS ws, ar, in, out, it
 """
@@ -286,6 +286,8 @@ class _Emitter:
 
 
 _PURE_SOURCES = ("in", "itaff", "xtab", "xarena")
+SPLIT = "/*@@ translation unit @@*/"     # the source is compiled in parts (sweep.codegen.build)
+PARTS = 4
 
 
 def _uses(st):
@@ -383,9 +385,19 @@ def to_c(prog, out_refs, W, chunk):
         parts.append(f"static const long itab{t}[] = {{{', '.join(str(int(x)) for x in tab)}}};")
     for g in range(len(em.functions)):
         parts.append(f"FN f{g}(ARGS);")
-    for g, statements in enumerate(em.functions):
-        body = em.body(g, statements, depth_of_fn[g])
-        parts.append(f"FN f{g}(ARGS) {{\n" + "\n".join(body) + "\n}")
+    # the functions in PARTS pieces of about equal size (compiled in parallel)
+    bodies = [f"FN f{g}(ARGS) {{\n" + "\n".join(em.body(g, st, depth_of_fn[g])) + "\n}"
+              for g, st in enumerate(em.functions)]
+    total = sum(map(len, bodies))
+    size = 0
+    parts.append(SPLIT)
+    for b in bodies:
+        if size >= total / PARTS and size:
+            parts.append(SPLIT)
+            size = 0
+        parts.append(b)
+        size += len(b)
+    parts.append(SPLIT)
     lines = ["void run(const double *in_, double *out_, double *ws_, double *ar_) {",
              "  const vd *in = (const vd *)in_; vd *out = (vd *)out_; vd *ws = (vd *)ws_; vd *ar = (vd *)ar_;",
              "  long it[32] = {0};"]

@@ -956,12 +956,44 @@ class Generated:
     treedef: object = None
 
 
-def generate(fn, *example_args, W=4, chunk=CHUNK):
+def _generator_version():
+    """A hash of the generator's own source (a changed generator is a new key)."""
+    import os
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("emit.py", "csource.py", "npops.py"):
+        with open(os.path.join(here, name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def trace(fn, *example_args, W=4, chunk=CHUNK):
+    """(closed jaxpr, output tree, key) of ``fn``: the key hashes the jaxpr's
+    text, its constants, the lanes, the chunking and the generator's
+    version - what the generated code depends on (the build cache's key)."""
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+    out_tree = jax.tree_util.tree_structure(shapes)
+    key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} {_generator_version()}".encode())
+    return closed, out_tree, key.hexdigest()[:24]
+
+
+def jaxpr_digest(closed):
+    """sha256 of a closed jaxpr: its text and its constants' bytes."""
+    h = hashlib.sha256()
+    h.update(str(closed.jaxpr).encode())
+    for c in closed.consts:
+        c = np.asarray(c)
+        h.update(f"{c.dtype}{c.shape}".encode())
+        h.update(np.ascontiguousarray(c).tobytes())
+    return h.hexdigest()
+
+
+def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None):
     """C for ``fn(*args)`` (a per-variant JAX function of arrays) with every
     scalar a vector of ``W`` variants. ``example_args`` fix the shapes and
-    dtypes (their values are not used)."""
-    closed = jax.make_jaxpr(fn)(*example_args)
-    out_tree = jax.tree_util.tree_structure(jax.eval_shape(fn, *example_args))
+    dtypes (their values are not used); ``traced``: :func:`trace`'s result
+    when the caller has it."""
+    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk)
     prog = Program()
     tr = Translator(prog)
     flat_in = jax.tree_util.tree_leaves(example_args)
@@ -978,9 +1010,6 @@ def generate(fn, *example_args, W=4, chunk=CHUNK):
     prog.prune(out_refs)
     from sweep.codegen.csource import to_c
     src, ws_slots, n_st = to_c(prog, out_refs, W, chunk)
-    global LAST
-    LAST = prog
-    key = hashlib.sha256(src.encode()).hexdigest()[:20]
     return Generated(src, W, k, [np.shape(a) for a in flat_in], [np.asarray(a).dtype for a in flat_in],
                      [o.shape for o in outs], [v.aval.dtype for v in closed.jaxpr.outvars], ws_slots,
                      prog.arena, n_st, key, out_tree)

@@ -110,25 +110,23 @@ def gather_positions(operand_shape, indices, dimension_numbers, slice_sizes, mod
         out_shape[d] = s
     fill = "FILL" in str(mode)
     strides = np.cumprod([1] + list(operand_shape[::-1]))[:-1][::-1]
-    pos = np.empty(out_shape, np.int64)
-    for o in np.ndindex(*out_shape):
-        g = tuple(o[d] for d in batch_out_dims)
-        svec = indices[g] if indices.ndim > 1 else indices
-        start = [0] * len(operand_shape)
-        oob = False
-        for k, d in enumerate(sim):
-            s = int(svec[k])
-            hi = operand_shape[d] - int(slice_sizes[d])
-            if fill and (s < 0 or s > hi):
-                oob = True
-            start[d] = min(max(s, 0), hi)
-        for od, sd in zip(obd, sibd):
-            start[od] = g[sd if sd < indices.ndim - 1 else sd]
-        full = list(start)
-        for wd, od in zip(window_dims, offset_dims):
-            full[wd] += o[od]
-        pos[o] = -1 if oob else int(np.dot(full, strides))
-    return pos
+    grid = np.indices(out_shape).reshape(out_rank, -1)          # every output element's index
+    g = tuple(grid[d] for d in batch_out_dims)
+    svec = indices[g] if indices.ndim > 1 else np.broadcast_to(indices, (grid.shape[1], indices.shape[-1]))
+    full = np.zeros((len(operand_shape), grid.shape[1]), np.int64)
+    oob = np.zeros(grid.shape[1], bool)
+    for k, d in enumerate(sim):
+        s = svec[:, k].astype(np.int64)
+        hi = operand_shape[d] - int(slice_sizes[d])
+        if fill:
+            oob |= (s < 0) | (s > hi)
+        full[d] = np.clip(s, 0, hi)
+    for od, sd in zip(obd, sibd):
+        full[od] = g[sd]
+    for wd, od in zip(window_dims, offset_dims):
+        full[wd] += grid[od]
+    pos = (strides[:, None] * full).sum(0) if len(operand_shape) else np.zeros(grid.shape[1], np.int64)
+    return np.where(oob, -1, pos).reshape(out_shape)
 
 
 def gather(x, indices, fill_value=None, **params):

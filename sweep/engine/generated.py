@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 import jax
 import numpy as np
@@ -73,21 +72,22 @@ class _Lowered:
         theta0 = np.zeros(self.thetas.shape[1:], self.thetas.dtype)
         carry0 = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry)
         try:
-            t = time.perf_counter()
-            gen = emit.generate(r.second, theta0, carry0, W=r.lanes)
-            t_gen = time.perf_counter() - t
-            fn, t_build = build.build(gen)
+            gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=r.lanes)
         except (emit.Unsupported, build.BuildError) as err:
             log.warning(f"warning: generated backend not available ({err}); running on XLA")
             r.info = {"backend": "xla", "why": str(err)}
             compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
             return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(np.asarray(thetas), dev0)))
         kernel = build.Kernel(gen, fn, threads=r.threads)
-        r.info = {"backend": "generated", "generate_s": t_gen, "build_s": t_build,
-                  "statements": gen.n_statements, "lanes": gen.W, "threads": kernel.threads}
-        log.info(f"generated backend: {gen.n_statements} statements, {gen.W} variants per vector, "
-                 f"{kernel.threads} thread(s); generated in {t_gen:.1f} s, "
-                 + (f"compiled in {t_build:.1f} s" if t_build else "compiled code from the cache"))
+        r.info = {"backend": "generated", "statements": gen.n_statements, "lanes": gen.W,
+                  "threads": kernel.threads, **info}
+        if info["cached"]:
+            log.info(f"generated backend: {gen.n_statements} statements from the cache (traced in "
+                     f"{info['trace_s']:.1f} s), {gen.W} variants per vector, {kernel.threads} thread(s)")
+        else:
+            log.info(f"generated backend: {gen.n_statements} statements, {gen.W} variants per vector, "
+                     f"{kernel.threads} thread(s); traced in {info['trace_s']:.1f} s, generated in "
+                     f"{info['generate_s']:.1f} s, compiled in {info['build_s']:.1f} s")
 
         def run(thetas, m=None):
             thetas = np.asarray(thetas)

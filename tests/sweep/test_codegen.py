@@ -9,6 +9,9 @@ the structural primitives are checked against ``primitive.bind``.
 """
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
 import pytest
 
@@ -196,18 +199,47 @@ def _compare(method, relin, **kw):
     assert np.ptp(np.asarray(outs["wheel_centre_displacement"])) > 1e-4
 
 
-def test_generated_toy_axle_equals_xla_relinearising_every_fourth_step():
+STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "codegen")
+
+
+def _xla_case(name, first, second, thetas):
+    """(carries, XLA's outputs of ``jit(vmap(second))``) for ``thetas``:
+    the equilibria ``first`` and the integration under XLA, read from
+    ``tests/fixtures/codegen/<name>.npz`` where the stored jaxpr digest of
+    ``second`` (its program and constants) is today's, else computed (a
+    warning says why); AXLE_STORE_REFERENCES=1 writes it. The generated
+    code is compared with XLA on the same inputs either way."""
+    path = os.path.join(STORE, f"{name}.npz")
+    carry_shape = jax.eval_shape(jax.vmap(first), thetas)
+    carry_tree = jax.tree_util.tree_structure(carry_shape)
+    example = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry_shape)
+    digest = emit.jaxpr_digest(jax.make_jaxpr(second)(thetas[0], example))
+    out_tree = jax.tree_util.tree_structure(jax.eval_shape(jax.vmap(second), thetas, carry_shape))
+    if os.path.exists(path):
+        z = np.load(path)
+        if str(z["digest"]) == digest and np.array_equal(z["thetas"], thetas):
+            carries = jax.tree_util.tree_unflatten(carry_tree, [z[f"carry{k}"] for k in range(carry_tree.num_leaves)])
+            ref = jax.tree_util.tree_unflatten(out_tree, [z[f"out{k}"] for k in range(out_tree.num_leaves)])
+            return carries, ref
+        warnings.warn(f"{path} is stale (the integration's jaxpr changed): XLA reference computed again")
+    carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
+    ref = jax.device_get(jax.jit(jax.vmap(second))(thetas, carries))
+    if os.environ.get("AXLE_STORE_REFERENCES"):
+        os.makedirs(STORE, exist_ok=True)
+        np.savez_compressed(path, digest=digest, thetas=thetas,
+                            **{f"carry{k}": np.asarray(a) for k, a in enumerate(jax.tree_util.tree_leaves(carries))},
+                            **{f"out{k}": np.asarray(a) for k, a in enumerate(jax.tree_util.tree_leaves(ref))})
+    return carries, ref
+
+
+def test_generated_toy_axle_equals_xla():
     """The integration stage of the time-response kind (LSRT2 on the toy
-    axle, two swept parameters, relinearise_every = 4: the carried
-    linearisation and the per-step branch) generated as C, against the same
-    function under XLA: every channel, the status and the iterations equal
-    over 4.95-5.03 s, across the load step."""
-    gen_runner, _, thetas = _toy_runner_pair("lsrt2", 4, n_samples=17, every=5)
-    args = gen_runner.first_fn, gen_runner.second
-    carries = jax.jit(jax.vmap(args[0]))(thetas)
-    kernel = _generated(args[1], thetas, carries)
-    got = kernel(thetas, carries)
-    ref = jax.jit(jax.vmap(args[1]))(thetas, carries)
+    axle, two swept parameters) generated as C, against the same function
+    under XLA (stored while its jaxpr is unchanged): every channel, the
+    status and the iterations equal over 4.95-5.03 s, across the load step."""
+    gen_runner, _, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
+    carries, ref = _xla_case("toy_lsrt2", gen_runner.first_fn, gen_runner.second, thetas)
+    got = _generated(gen_runner.second, thetas, carries)(thetas, carries)
     assert (np.asarray(got[1]) == status.OK).all()
     _assert_equal(got, ref)
     assert np.ptp(np.asarray(got[0]["wheel_centre_displacement"])) > 1e-4

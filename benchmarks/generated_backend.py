@@ -1,0 +1,117 @@
+"""The generated backend against XLA on the integration stage alone.
+
+For one axle: the time-response kind's integration stage (LSRT2, h = 1 ms,
+longitudinal step from 4.9 s, every step an output sample) over ``--n``
+variants of a two-parameter bushing design, from their static equilibria
+(computed once on XLA, not timed). Timed, back to back, each after a
+warm-up run:
+
+* generated: :func:`sweep.codegen.build.load_or_build` + ``Kernel`` (groups
+  of 4 variants, one thread per core), including the transposition to and
+  from the batch-minor layout;
+* XLA: the same per-variant function as a job maps it on one device
+  (``lax.map`` over micro-batches of 32, vmapped inside).
+
+Prints and writes (benchmarks/results/generated_backend_<axle>.json) the
+first-build times (trace, generate, compile), the load time of a second
+build (from the cache), variant-steps/s of both and their largest relative
+difference per output.
+
+Usage: python benchmarks/generated_backend.py [--axle double_wishbone] [--n 1024] [--steps 200]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import numpy as np  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--axle", default="double_wishbone")
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+
+    import yaml
+    from kernels import loads
+    from kernels.model import build_model
+    from sweep.codegen import build
+    from sweep.engine import mapping
+    from sweep.kinds.time_response import make_variant
+    from sweep.model_builder import build_tables
+    from sweep.params import build_parameters
+
+    with open(os.path.join(ROOT, "configs", "model", f"{args.axle}.yaml")) as f:
+        model = build_model(build_tables(yaml.safe_load(f)))
+    u0 = np.zeros((2, 6))
+    u0[:, 2] = 5000.0
+    amp = np.zeros((2, 6))
+    amp[:, 0] = -2500.0
+    exc = loads.excitation(u0, [(5.0, 0.0, amp)])
+    names = model.topology.bushing_names
+    pset = build_parameters({"first_radial": {"target": "bushing.stiffness", "elements": names[0],
+                                              "directions": "radial", "bounds": [0.5, 2.0]},
+                             "damping": {"target": "bushing.damping", "elements": "*", "bounds": [0.5, 2.0]}},
+                            model)
+    first, second = make_variant(model, pset, exc, 4.9, 1e-3, args.steps + 1, 1, 1, None, stages=True)
+    rng = np.random.default_rng(0)
+    thetas = 0.5 + 1.5 * rng.random((args.n, len(pset)))
+    carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
+    theta0 = thetas[0]
+    carry0 = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], carries)
+    res = {"axle": args.axle, "n": args.n, "steps": args.steps, "machine": os.uname().nodename}
+
+    # first build (cache entry removed), then a second from the cache
+    from sweep.codegen import emit
+    key = emit.trace(second, theta0, carry0)[2]
+    for ext in (".pkl",):
+        p = os.path.join(build.cache_dir(), key + ext)
+        if os.path.exists(p):
+            os.remove(p)
+    t = time.perf_counter()
+    gen, fn, info = build.load_or_build(second, theta0, carry0)
+    res["first_build_s"] = time.perf_counter() - t
+    res.update({f"first_{k}": v for k, v in info.items()})
+    t = time.perf_counter()
+    gen, fn, info2 = build.load_or_build(second, theta0, carry0)
+    res["second_build_s"] = time.perf_counter() - t
+    res["statements"] = gen.n_statements
+    kernel = build.Kernel(gen, fn, threads=args.threads)
+    kernel(thetas[:8], jax.tree_util.tree_map(lambda a: a[:8], carries))
+    t = time.perf_counter()
+    got = kernel(thetas, carries)
+    res["generated_s"] = time.perf_counter() - t
+    xla = mapping.map_variants(second, 1, 32)
+    ref = jax.device_get(xla(thetas, carries))
+    t = time.perf_counter()
+    ref = jax.device_get(xla(thetas, carries))
+    res["xla_s"] = time.perf_counter() - t
+    vs = args.n * args.steps
+    res["generated_variant_steps_per_s"] = vs / res["generated_s"]
+    res["xla_variant_steps_per_s"] = vs / res["xla_s"]
+    res["max_rel_difference"] = {}
+    for path, a in jax.tree_util.tree_leaves_with_path(got):
+        b = np.asarray(jax.tree_util.tree_leaves(ref)[len(res["max_rel_difference"])], np.float64)
+        a = np.asarray(a, np.float64)
+        res["max_rel_difference"][jax.tree_util.keystr(path)] = float(
+            np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+    print(json.dumps(res, indent=1))
+    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "benchmarks", "results", f"generated_backend_{args.axle}.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
