@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from sweep.codegen.emit import BUF, Loop
+from sweep.codegen.ir import BUF, Loop
 
 PRELUDE = r"""
 #include <math.h>
@@ -93,7 +93,7 @@ class _Emitter:
                 for ph in loop.phis + ([loop.active] if loop.active is not None else []):
                     self.slot.setdefault(ph, None)
                     self.define(ph, None, inner)
-                for r in list(loop.init) + ([loop.cond_pre] if loop.kind == "while" else []):
+                for r in list(loop.init) + ([loop.cond_pre] if loop.kind in ("while", "if") else []):
                     self.use(r, cur, loops)
                 loop.fns = self.plan(loop.body, inner)
                 self.time += 1
@@ -255,6 +255,9 @@ class _Emitter:
 
     def loop(self, fn, loop: Loop):
         d = loop.depth
+        if loop.kind == "if":
+            calls = " ".join(f"f{g}(PASS);" for g in loop.fns)
+            return [f"  if (v_any({self.ref(loop.cond_pre, fn)})) {{ it[{d}] = it[{d - 1}]; {calls} }}"]
         out = ["  {"]
         for ph, r in zip(loop.phis, loop.init):
             out.append(f"    ws[{self.slot[ph]}] = {self.ref(r, fn)};")

@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -56,9 +56,9 @@ import numpy as np
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 from sweep.codegen import npops
+from sweep.codegen.csource import to_c
+from sweep.codegen.ir import BUF, CONST, Loop
 
-BUF = 1 << 40          # references >= BUF are arena elements (BUF + index)
-CONST = -1             # reference of a generation-time constant
 LOOP_MIN = 48          # element-wise operations at least this large on stored arrays become loops
 CHUNK = 1500           # statements per C function
 
@@ -90,25 +90,6 @@ def const_val(x):
 
 
 # ----------------------------------------------------------------------------- statements
-@dataclass
-class Loop:
-    """``for it in range(length)``: ``phis`` (carried slots) start as ``init``
-    (refs) and take ``nxt`` after every ``body``; ``kind`` 'scan' or
-    'while' (``cond_ref``: the per-variant continue flag, computed at the
-    end of the body and before the first iteration in ``pre``)."""
-    kind: str
-    length: int
-    depth: int
-    phis: list
-    init: list
-    body: list = field(default_factory=list)
-    nxt: list = field(default_factory=list)
-    pre: list = field(default_factory=list)
-    cond_ref: int = None
-    cond_pre: int = None
-    active: int = None        # while: the slot of the per-variant 'still running' mask
-
-
 class Program:
     """The scalar program: SSA statements ``(id, op, args)`` in nested scopes."""
 
@@ -117,6 +98,7 @@ class Program:
         self.depth_of = {}          # id -> loop depth (0: top level)
         self.dtype_of = {}
         self.scopes = [[]]          # statement lists, innermost last
+        self.guards = []            # open branches: (depth of the enclosing loop, depth of the branch)
         self.loops = []             # open Loop objects
         self.cse = [{}]
         self.arena = 0              # arena elements allocated
@@ -150,12 +132,14 @@ class Program:
         hash-consed and placed in the outermost scope its arguments allow."""
         args = tuple(float(a) if isinstance(a, (float, np.floating)) else int(a) for a in args)
         d = max([self.depth(a) for a in args if not isinstance(a, float)] + [0]) if depth is None else depth
+        if depth is None and self.guards:
+            # inside a branch: what varies in the enclosing loop stays in the branch
+            # (computed only where some variant takes it); what does not leaves it
+            loop_depth, branch_depth = self.guards[-1]
+            if d >= loop_depth:
+                d = max(d, branch_depth)
         key = (op, args, dtype)
-        for lvl in range(d, -1, -1) if False else [d]:
-            hit = self.cse[lvl].get(key)
-            if hit is not None:
-                return hit
-        for lvl in range(d):
+        for lvl in range(d, -1, -1):          # this scope or an enclosing one
             hit = self.cse[lvl].get(key)
             if hit is not None:
                 return hit
@@ -197,6 +181,8 @@ class Program:
                     lp = args
                     if lp.kind == "while":
                         mark([lp.cond_ref, lp.cond_pre, lp.active])
+                    elif lp.kind == "if":
+                        mark([lp.cond_pre])
                     for ph, a, b in zip(lp.phis, lp.init, lp.nxt):
                         if ph in live:
                             mark([a, b])
@@ -864,13 +850,40 @@ class Translator:
         return self.from_elems(items, shape, v.cv.dtype)
 
     def cond(self, eqn, ins):
-        """Both (all) branches, then a per-variant select (vmap's semantics)."""
+        """Each branch in a guarded block that runs when some variant of the
+        vector takes it, then a per-variant select of the results (vmap's
+        semantics; the variants that do not take a branch ignore it)."""
         pred, *ops = ins
         branches = eqn.params["branches"]
-        results = [self.run(b.jaxpr, [const_val(np.asarray(c)) for c in b.consts], ops) for b in branches]
         if pred.is_const:
-            return results[int(pred.cv)]
+            b = branches[int(np.clip(int(pred.cv), 0, len(branches) - 1))]
+            return self.run(b.jaxpr, [const_val(np.asarray(c)) for c in b.consts], ops)
         p = self.elems(pred)[0]
+        loop_depth = max([k + 1 for k, lp in enumerate(self.p.loops) if lp.kind != "if"] + [0])
+        results = []
+        for k, br in enumerate(branches):
+            if len(branches) == 2:
+                guard = self.bin("ne" if k else "eq", p, 0.0, "b")
+            else:        # the index is clamped (lax.switch): the last branch takes the rest
+                guard = self.bin("ge", p, float(k), "b") if k == len(branches) - 1 else \
+                    (self.bin("le", p, 0.0, "b") if k == 0 else self.bin("eq", p, float(k), "b"))
+            depth = len(self.p.loops) + 1
+            lp = Loop("if", 1, depth, [], [])
+            lp.cond_pre = guard
+            self.p.open_loop(lp)
+            self.p.guards.append((loop_depth, depth))
+            res = self.run(br.jaxpr, [const_val(np.asarray(c)) for c in br.consts], ops)
+            self.p.guards.pop()
+            self.p.close_loop()
+            outer = len(self.p.loops)
+            vals = []
+            for v in res:          # the branch's own values, read after its block
+                kind = _kind(v.cv.dtype)
+                items = [self.p.emit("mov", (a,), kind, depth=outer)
+                         if isinstance(a, int) and a < BUF and self.p.depth_of.get(a, 0) >= depth else a
+                         for a in self.elems(v)]
+                vals.append(self.from_elems(items, v.shape, v.cv.dtype))
+            results.append(vals)
         out = []
         for k, av in enumerate(eqn.outvars):
             cols = [self.elems(res[k]) for res in results]
@@ -961,7 +974,7 @@ def _generator_version():
     import os
     h = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("emit.py", "csource.py", "npops.py"):
+    for name in ("emit.py", "csource.py", "npops.py", "ir.py"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()
@@ -1008,7 +1021,6 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None):
     for o in outs:
         out_refs.extend(tr.elems(o))
     prog.prune(out_refs)
-    from sweep.codegen.csource import to_c
     src, ws_slots, n_st = to_c(prog, out_refs, W, chunk)
     return Generated(src, W, k, [np.shape(a) for a in flat_in], [np.asarray(a).dtype for a in flat_in],
                      [o.shape for o in outs], [v.aval.dtype for v in closed.jaxpr.outvars], ws_slots,
