@@ -45,21 +45,18 @@ def main():
     args = ap.parse_args()
 
     import yaml
-    from kernels import loads
     from kernels.model import build_model
     from sweep.codegen import build
     from sweep.engine import mapping
     from sweep.kinds.time_response import make_variant
+    from sweep.loadcase import build_excitation
     from sweep.model_builder import build_tables
     from sweep.params import build_parameters
 
     with open(os.path.join(ROOT, "configs", "model", f"{args.axle}.yaml")) as f:
         model = build_model(build_tables(yaml.safe_load(f)))
-    u0 = np.zeros((2, 6))
-    u0[:, 2] = 5000.0
-    amp = np.zeros((2, 6))
-    amp[:, 0] = -2500.0
-    exc = loads.excitation(u0, [(5.0, 0.0, amp)])
+    with open(os.path.join(ROOT, "configs", "loadcase", "longitudinal_step.yaml")) as f:
+        exc, _, _ = build_excitation(yaml.safe_load(f))      # the load case of method.md section 3
     names = model.topology.bushing_names
     pset = build_parameters({"first_radial": {"target": "bushing.stiffness", "elements": names[0],
                                               "directions": "radial", "bounds": [0.5, 2.0]},
