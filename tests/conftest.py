@@ -266,6 +266,7 @@ LONGEST_FIRST = ["test_tune.py",                   # 16 min: recovery run, const
                  "test_sweep.py",                  # 12 min (15 before its jobs shared one program)
                  "test_kc_geometry.py",            # 11 min
                  "test_validation.py",             # 10 min
+                 "test_codegen.py",                # ~10 min: generated C of the toy axle (5 cases) and the double wishbone
                  "test_methods.py",                # 8 min
                  "test_element_registry.py",       # 5 min
                  "test_leaf_spring.py",            # 2-3 min

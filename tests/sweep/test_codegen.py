@@ -247,8 +247,9 @@ def _compare(name, method, relin, **kw):
 def test_generated_equals_xla_for_every_fixed_step_method(method, relin):
     """Every fixed-step method, re-linearised every step and every fourth
     (the carried linearisation and the per-step branch), on the toy axle."""
-    name = "toy_lsrt2" if (method, relin) == ("lsrt2", 1) else f"toy_{method}_relinearise{relin}"
-    _compare(name, method, relin, n_samples=17, every=5)
+    if (method, relin) == ("lsrt2", 1):
+        pytest.skip("the fast tier's test_generated_toy_axle_equals_xla")
+    _compare(f"toy_{method}_relinearise{relin}", method, relin, n_samples=17, every=5)
 
 
 @pytest.mark.validation
