@@ -136,15 +136,16 @@ def _finish(proc):
     return err if proc.returncode else ""
 
 
-def load_or_build(fn, *example_args, W=4, log=None):
+def load_or_build(fn, *example_args, W=4, log=None, traced=None):
     """(Kernel inputs: Generated, ctypes function, info) for a per-variant
     function: from the cache when this jaxpr (with its constants, W and the
     generator's version) was built before - tracing only - else generated
-    and compiled, then cached (``<key>.so`` and ``<key>.pkl``)."""
+    and compiled, then cached (``<key>.so`` and ``<key>.pkl``). ``traced``:
+    :func:`sweep.codegen.emit.trace`'s result when the caller has it."""
     import pickle
     from sweep.codegen import emit
     t = time.perf_counter()
-    traced = emit.trace(fn, *example_args, W=W)
+    traced = traced or emit.trace(fn, *example_args, W=W)
     key = traced[2]
     cc = compiler()
     if cc is None:

@@ -117,11 +117,12 @@ def test_stiff_linear_problem_is_stable_and_damps_stiff_modes():
 def rigid_body_problem(T=0.4, rtol=1e-12):
     """A rigid body on a nonlinear bushing, large rotations (K(r) far from
     identity) and gyroscopic coupling: (system, y0, T, Radau reference at T,
-    ``rtol``; atol 10x tighter). Shared with tests/kernels/test_methods.py."""
+    ``rtol``; atol 10x tighter; stored while it is this problem's solution:
+    tests/radau_store.py). Shared with tests/kernels/test_methods.py."""
     from kernels import loads
     from kernels.model import build_model
     from kernels.system import model_system
-    from kernels.radau import solve as radau
+    from tests.radau_store import radau_reference
     I = [[0.05, 0.0, 0.0], [0.0, 0.08, 0.0], [0.0, 0.0, 0.11]]
     cv = {"x": [-1.0, 0.0, 1.0], "y": [-120.0, 0.0, 60.0]}
     tables = {"name": "pendulum", "gravity": [0, 0, -9.81],
@@ -136,8 +137,8 @@ def rigid_body_problem(T=0.4, rtol=1e-12):
     exc = loads.excitation(np.zeros((2, 6)))
     r0 = model.r_design.at[0, 3:].set(jnp.array([0.4, -0.3, 0.5]))
     v0 = jnp.array([[0.0, 0.1, 0.0, 3.0, -2.0, 4.0]])
-    _, rr, vv = radau(model, exc, r0, v0, np.array([0.0, T]), rtol=rtol, atol_coordinates=rtol / 10,
-                      atol_speeds=rtol)
+    _, rr, vv = radau_reference(f"rigid_body_on_bushing_rtol{rtol:g}", model, exc, r0, v0, np.array([0.0, T]),
+                                rtol=rtol, atol_coordinates=rtol / 10, atol_speeds=rtol)
     ref = np.concatenate([rr[-1].ravel(), vv[-1].ravel()])
     return model_system(model, exc), np.concatenate([np.ravel(r0), np.ravel(v0)]), T, ref
 

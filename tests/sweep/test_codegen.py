@@ -27,8 +27,9 @@ pytestmark = pytest.mark.skipif(build.compiler() is None, reason="no C compiler"
 TOL = 1e-10
 
 
-def _generated(fn, *args, W=4):
-    gen, f, _ = build.load_or_build(fn, *jax.tree_util.tree_map(lambda a: np.asarray(a)[0], args), W=W)
+def _generated(fn, *args, W=4, traced=None):
+    gen, f, _ = build.load_or_build(fn, *jax.tree_util.tree_map(lambda a: np.asarray(a)[0], args), W=W,
+                                    traced=traced)
     return build.Kernel(gen, f, threads=2)
 
 
@@ -190,24 +191,26 @@ STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _xla_case(name, first, second, thetas):
-    """(carries, XLA's outputs of ``jit(vmap(second))``) for ``thetas``:
-    the equilibria ``first`` and the integration under XLA, read from
-    ``tests/fixtures/codegen/<name>.npz`` where the stored jaxpr digest of
-    ``second`` (its program and constants) is today's, else computed (a
-    warning says why); AXLE_STORE_REFERENCES=1 writes it. The generated
-    code is compared with XLA on the same inputs either way."""
+    """(carries, XLA's outputs of ``jit(vmap(second))``, the trace of
+    ``second``) for ``thetas``: the equilibria ``first`` and the integration
+    under XLA, read from ``tests/fixtures/codegen/<name>.npz`` where the
+    stored jaxpr digest of ``second`` (its program and constants) is
+    today's, else computed (a warning says why); AXLE_STORE_REFERENCES=1
+    writes it. The generated code is compared with XLA on the same inputs
+    either way. Only per-variant functions are traced here (vmapped traces
+    cost seconds each); the trace is handed on to the build."""
     path = os.path.join(STORE, f"{name}.npz")
-    carry_shape = jax.eval_shape(jax.vmap(first), thetas)
+    carry_shape = jax.eval_shape(first, thetas[0])
     carry_tree = jax.tree_util.tree_structure(carry_shape)
-    example = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry_shape)
-    digest = emit.jaxpr_digest(jax.make_jaxpr(second)(thetas[0], example))
-    out_tree = jax.tree_util.tree_structure(jax.eval_shape(jax.vmap(second), thetas, carry_shape))
+    example = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), carry_shape)
+    traced = emit.trace(second, thetas[0], example)
+    digest, out_tree = emit.jaxpr_digest(traced[0]), traced[1]
     if os.path.exists(path):
         z = np.load(path)
         if str(z["digest"]) == digest and np.array_equal(z["thetas"], thetas):
             carries = jax.tree_util.tree_unflatten(carry_tree, [z[f"carry{k}"] for k in range(carry_tree.num_leaves)])
             ref = jax.tree_util.tree_unflatten(out_tree, [z[f"out{k}"] for k in range(out_tree.num_leaves)])
-            return carries, ref
+            return carries, ref, traced
         warnings.warn(f"{path} is stale (the integration's jaxpr changed): XLA reference computed again")
     carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
     ref = jax.device_get(jax.jit(jax.vmap(second))(thetas, carries))
@@ -216,7 +219,7 @@ def _xla_case(name, first, second, thetas):
         np.savez_compressed(path, digest=digest, thetas=thetas,
                             **{f"carry{k}": np.asarray(a) for k, a in enumerate(jax.tree_util.tree_leaves(carries))},
                             **{f"out{k}": np.asarray(a) for k, a in enumerate(jax.tree_util.tree_leaves(ref))})
-    return carries, ref
+    return carries, ref, traced
 
 
 def test_generated_toy_axle_equals_xla():
@@ -225,8 +228,8 @@ def test_generated_toy_axle_equals_xla():
     under XLA (stored while its jaxpr is unchanged): every channel, the
     status and the iterations equal over 4.95-5.03 s, across the load step."""
     gen_runner, _, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
-    carries, ref = _xla_case("toy_lsrt2", gen_runner.first_fn, gen_runner.second, thetas)
-    got = _generated(gen_runner.second, thetas, carries)(thetas, carries)
+    carries, ref, traced = _xla_case("toy_lsrt2", gen_runner.first_fn, gen_runner.second, thetas)
+    got = _generated(gen_runner.second, thetas, carries, traced=traced)(thetas, carries)
     assert (np.asarray(got[1]) == status.OK).all()
     _assert_equal(got, ref)
     assert np.ptp(np.asarray(got[0]["wheel_centre_displacement"])) > 1e-4
@@ -234,8 +237,8 @@ def test_generated_toy_axle_equals_xla():
 
 def _compare(name, method, relin, **kw):
     gen_runner, _, thetas = _toy_runner_pair(method, relin, **kw)
-    carries, ref = _xla_case(name, gen_runner.first_fn, gen_runner.second, thetas)
-    got = _generated(gen_runner.second, thetas, carries)(thetas, carries)
+    carries, ref, traced = _xla_case(name, gen_runner.first_fn, gen_runner.second, thetas)
+    got = _generated(gen_runner.second, thetas, carries, traced=traced)(thetas, carries)
     assert (np.asarray(got[1]) == status.OK).all()
     _assert_equal(got, ref)
     assert np.ptp(np.asarray(got[0]["wheel_centre_displacement"])) > 1e-4
