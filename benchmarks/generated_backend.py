@@ -36,6 +36,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
+def integration_case(axle, n, steps):
+    """(per-variant integration stage, thetas (n, 2), their equilibria) of
+    ``axle``: LSRT2, h = 1 ms, ``steps`` steps of the longitudinal step load
+    case from 4.9 s, every step an output sample; two parameters (the
+    first bushing's radial stiffness, every bushing's damping), drawn
+    uniformly in [0.5, 2]; equilibria computed on XLA."""
+    import yaml
+    from kernels.model import build_model
+    from sweep.kinds.time_response import make_variant
+    from sweep.loadcase import build_excitation
+    from sweep.model_builder import build_tables
+    from sweep.params import build_parameters
+
+    with open(os.path.join(ROOT, "configs", "model", f"{axle}.yaml")) as f:
+        model = build_model(build_tables(yaml.safe_load(f)))
+    with open(os.path.join(ROOT, "configs", "loadcase", "longitudinal_step.yaml")) as f:
+        exc, _, _ = build_excitation(yaml.safe_load(f))      # the load case of method.md section 3
+    names = model.topology.bushing_names
+    pset = build_parameters({"first_radial": {"target": "bushing.stiffness", "elements": names[0],
+                                              "directions": "radial", "bounds": [0.5, 2.0]},
+                             "damping": {"target": "bushing.damping", "elements": "*", "bounds": [0.5, 2.0]}},
+                            model)
+    first, second = make_variant(model, pset, exc, 4.9, 1e-3, steps + 1, 1, 1, None, stages=True)
+    rng = np.random.default_rng(0)
+    thetas = 0.5 + 1.5 * rng.random((n, len(pset)))
+    carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
+    return second, thetas, carries
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--axle", default="double_wishbone")
@@ -45,28 +74,10 @@ def main():
     ap.add_argument("--skip-xla", action="store_true", help="time the generated code only")
     args = ap.parse_args()
 
-    import yaml
-    from kernels.model import build_model
     from sweep.codegen import build
     from sweep.engine import mapping
-    from sweep.kinds.time_response import make_variant
-    from sweep.loadcase import build_excitation
-    from sweep.model_builder import build_tables
-    from sweep.params import build_parameters
 
-    with open(os.path.join(ROOT, "configs", "model", f"{args.axle}.yaml")) as f:
-        model = build_model(build_tables(yaml.safe_load(f)))
-    with open(os.path.join(ROOT, "configs", "loadcase", "longitudinal_step.yaml")) as f:
-        exc, _, _ = build_excitation(yaml.safe_load(f))      # the load case of method.md section 3
-    names = model.topology.bushing_names
-    pset = build_parameters({"first_radial": {"target": "bushing.stiffness", "elements": names[0],
-                                              "directions": "radial", "bounds": [0.5, 2.0]},
-                             "damping": {"target": "bushing.damping", "elements": "*", "bounds": [0.5, 2.0]}},
-                            model)
-    first, second = make_variant(model, pset, exc, 4.9, 1e-3, args.steps + 1, 1, 1, None, stages=True)
-    rng = np.random.default_rng(0)
-    thetas = 0.5 + 1.5 * rng.random((args.n, len(pset)))
-    carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
+    second, thetas, carries = integration_case(args.axle, args.n, args.steps)
     theta0 = thetas[0]
     carry0 = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], carries)
     res = {"axle": args.axle, "n": args.n, "steps": args.steps, "machine": os.uname().nodename}

@@ -310,27 +310,10 @@ def main():
         sys.path.insert(0, args.numba_path)
     import numba
 
-    import yaml
-    from kernels.model import build_model
+    from generated_backend import integration_case
     from sweep.codegen import build, emit
-    from sweep.kinds.time_response import make_variant
-    from sweep.loadcase import build_excitation
-    from sweep.model_builder import build_tables
-    from sweep.params import build_parameters
 
-    with open(os.path.join(ROOT, "configs", "model", f"{args.axle}.yaml")) as f:
-        model = build_model(build_tables(yaml.safe_load(f)))
-    with open(os.path.join(ROOT, "configs", "loadcase", "longitudinal_step.yaml")) as f:
-        exc, _, _ = build_excitation(yaml.safe_load(f))
-    names = model.topology.bushing_names
-    pset = build_parameters({"first_radial": {"target": "bushing.stiffness", "elements": names[0],
-                                              "directions": "radial", "bounds": [0.5, 2.0]},
-                             "damping": {"target": "bushing.damping", "elements": "*", "bounds": [0.5, 2.0]}},
-                            model)
-    first, second = make_variant(model, pset, exc, 4.9, 1e-3, args.steps + 1, 1, 1, None, stages=True)
-    rng = np.random.default_rng(0)
-    thetas = 0.5 + 1.5 * rng.random((args.n, len(pset)))
-    carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
+    second, thetas, carries = integration_case(args.axle, args.n, args.steps)
     theta0 = thetas[0]
     carry0 = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], carries)
     res = {"axle": args.axle, "n": args.n, "steps": args.steps, "numba": numba.__version__,
