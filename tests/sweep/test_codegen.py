@@ -266,7 +266,6 @@ def test_generated_equals_xla_for_every_fixed_step_method(method, relin):
 @pytest.mark.validation
 @pytest.mark.parametrize("model_name, method, relin", [
     ("double_wishbone", "lsrt2", 1),
-    ("double_wishbone", "linear_implicit_euler", 4),
     ("multilink", "lsrt2", 1),
     ("leaf_spring_axle", "lsrt2", 1),
 ])
@@ -276,8 +275,8 @@ def test_generated_axle_equals_xla(model_name, method, relin):
     lookups), the multi-link and the leaf-spring axle (leaf beams, state
     events). Each method and re-linearisation period is run on the toy
     axle above; the full axles take minutes to build each (the multi-link
-    with ROS34PW2: gcc alone over 8 min), so here LSRT2 on each and a
-    second method with the carried linearisation on the double wishbone."""
+    with ROS34PW2: gcc over 8 min; the double wishbone re-linearised every
+    fourth step: 14 min), so here LSRT2 on each."""
     _compare(f"{model_name}_{method}_relinearise{relin}", method, relin, n_samples=17, every=5,
              model_name=model_name)
 
