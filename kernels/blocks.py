@@ -77,6 +77,9 @@ def model_pattern(topology) -> Pattern:
     """Block pattern of J_r, J_v and A for a model topology (cached per structure):
     an edge per force element of every group (``topology.element_groups``)."""
     edges = topology.element_bodies
+    if topology.flex_bodies:         # elements at interface nodes touch the modal slots too
+        from kernels.flexible import flex_edges
+        edges = np.concatenate([edges.reshape(-1, 2), flex_edges(topology)])
     return pattern_from_edges(topology.n_bodies, edges)
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import blocks
+from kernels import blocks, flexible
 from kernels.linalg import inv3
 from kernels.rotations import euler_to_matrix, kinematic_matrix_blocks, mm, mv, skew
 
@@ -56,11 +56,30 @@ def generalised_forces(model, r, v, u):
         bodies = group.bodies(topo)
         if len(bodies) == 0:
             continue
-        g1, g2 = jax.vmap(group.element)(group.params(model), x[bodies[:, 0]], x[bodies[:, 1]])
+        prm = group.params(model)
+        if topo.flex_bodies:                # elements at interface nodes: kernels.flexible
+            for G, blk in flexible.group_forces(model, group, x):
+                Q = Q.at[blk.reshape(-1)].add(G.reshape(-1, 6))
+            sel = flexible.rigid_elements(topo, group)
+            if not len(sel):
+                continue
+            bodies = np.asarray(bodies)[sel]
+            prm = jax.tree_util.tree_map(lambda a: a[sel], prm)
+        g1, g2 = jax.vmap(group.element)(prm, x[bodies[:, 0]], x[bodies[:, 1]])
         Q = Q.at[bodies[:, 0]].add(g1).at[bodies[:, 1]].add(g2)
-    Q = Q[:m]
-    Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])
+    Q = _gravity_and_modal(model, Q[:m], r, v)
     return Q.at[topo.wheel_slots].add(_wheel_loads(model, r, u))
+
+
+def _gravity_and_modal(model, Q, r, v):
+    """Q plus gravity on the bodies and, for flexible bodies, the modal
+    elastic and damping forces (no gravity on modal slots: I3 = 0)."""
+    topo = model.topology
+    if not topo.flex_bodies:
+        return Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])
+    rs, ms = flexible.rigid_slots(topo), topo.modal_slots
+    Q = Q.at[rs, :3].add(model.mass[rs, None] * model.gravity[None, :])
+    return Q.at[ms].add(flexible.modal_forces(model, r, v))
 
 
 def newton_euler(model, v, Q):
@@ -165,6 +184,20 @@ def _element_jacobians(model, r, v):
             continue
         fn, jac_fn = group.element, group.jacobian
         prm = group.params(model)
+        if topo.flex_bodies:                # elements at interface nodes: kernels.flexible
+            for Gf, dGf, blk in flexible.group_jacobians(model, group, x):
+                nB = blk.shape[1]
+                gQ.append(Gf.reshape(-1, 6))
+                gQ_bodies.append(blk.reshape(-1))
+                for a in range(nB):
+                    for b in range(nB):
+                        dG.append(dGf[:, a, :, b, :])
+                        dG_slots.append(np.array([pattern.slot(i, j) for i, j in blk[:, [a, b]]], np.int32))
+            sel = flexible.rigid_elements(topo, group)
+            if not len(sel):
+                continue
+            bodies = bodies[sel]
+            prm = jax.tree_util.tree_map(lambda a: a[sel], prm)
         for kind, idx, slots in _element_slots(pattern, bodies, m):
             p = jax.tree_util.tree_map(lambda a: a[idx], prm)
             x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]
@@ -209,7 +242,12 @@ def linearise_blocks(model, r, v, u) -> BlockLinearisation:
     topo = model.topology
     pattern = blocks.model_pattern(topo)
     G, Q = _element_jacobians(model, r, v)
-    Q = Q.at[:, :3].add(model.mass[:, None] * model.gravity[None, :])
+    Q = _gravity_and_modal(model, Q, r, v)
+    if topo.flex_bodies:                    # d(modal forces)/d(q, dq/dt): diagonal
+        ms = topo.modal_slots
+        d = np.arange(6)
+        G = G.at[pattern.diag[ms][:, None], d, d].add(-model.flex["k"])
+        G = G.at[pattern.diag[ms][:, None], d, 6 + d].add(-model.flex["c"])
     slots = topo.wheel_slots
     Q = Q.at[slots].add(_wheel_loads(model, r, u))
     # wheel torques R^T M depend on the wheel orientation; u enters linearly
@@ -228,7 +266,7 @@ def linearise_blocks(model, r, v, u) -> BlockLinearisation:
     M, Minv = mass_matrices(model)
     q = mv(Minv, Q - jnp.concatenate([jnp.zeros_like(w), jnp.cross(w, Iw)], 1))
     return BlockLinearisation(q.reshape(-1), G[..., :6], G[..., 6:], G_u, M, Minv,
-                              kinematic_matrix_blocks(r))
+                              kinematic_matrix_blocks(r, topo.modal_slots))
 
 
 def dense_linearisation(model, bl: BlockLinearisation) -> Linearisation:

@@ -32,6 +32,16 @@ the design position (x forward, y left, z up; m).
 other        a registered element group's section (``kernels.forces.GROUPS``,
              its ``table_key``): index, name, marker_1, marker_2 and the
              group's own fields (checked by its ``validate``).
+``flexible_bodies``  index, name, body (a ``bodies`` index: the floating
+             reference frame, a mean-axis frame at the centre of mass, with
+             the body's mass and inertia), frequencies [Hz] (n > 0 free-free
+             elastic modes, n a multiple of 6; modal coordinates scaled to
+             unit modal mass), damping_ratio (one value or n), interfaces:
+             [{marker, translation (3 x n) [m kg^-0.5], rotation (3 x n)
+             [rad kg^-0.5 m^-1]}] - the mode shapes at the marker's node, in
+             the body frame. Every marker on a flexible body is an
+             interface (:mod:`kernels.flexible`; ``sweep.flexible`` makes
+             these rows from an FE model).
 ``wheels``   {left: body index, right: body index}: wheel bodies, whose frame
              origin is the wheel centre and whose body y axis is the spin
              axis. The external excitation u (method.md eq. 1b) is the force
@@ -103,6 +113,13 @@ class Topology:
     extra_groups: tuple = ()
     group_names: dict = dataclasses.field(default_factory=dict)    # {group: names}
     group_bodies: dict = dataclasses.field(default_factory=dict)   # {group: (n, 2) slots}
+    # flexible bodies (:mod:`kernels.flexible`): per flexible body (frame
+    # slot, modal slots) - the modal coordinates occupy ``n_modes / 6``
+    # state slots ("modal blocks") after the rigid bodies; per element group
+    # (name) the (n, 2) interface of each element end (-1: a rigid marker)
+    flex_bodies: tuple = ()
+    flex_interface_body: tuple = ()      # per interface: its flexible body
+    element_interfaces: dict = dataclasses.field(default_factory=dict)
 
     @property
     def n_bodies(self):
@@ -111,6 +128,17 @@ class Topology:
     @property
     def n_dof(self):
         return 6 * self.n_bodies
+
+    @property
+    def modal_slots(self):
+        """State slots holding modal coordinates (sorted; empty for a rigid model)."""
+        return np.array(sorted(s for _, ms in self.flex_bodies for s in ms), int)
+
+    def interfaces(self, group):
+        """(n, 2) interface index of each end of the group's elements (-1: rigid marker)."""
+        if group.name in self.element_interfaces:
+            return np.asarray(self.element_interfaces[group.name])
+        return np.full((len(group.names(self)), 2), -1, int)
 
     @property
     def element_groups(self):
@@ -132,7 +160,8 @@ class Topology:
                       for g in self.extra_groups)
         return (self.name, self.body_names, self.bushing_names, self.p2p_names,
                 self.p2p_kinds, self.p2p_events, self.bushing_events, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
-                self.wheel_slots.tobytes(), extra)
+                self.wheel_slots.tobytes(), extra, self.flex_bodies, self.flex_interface_body,
+                tuple((k, np.asarray(v).tobytes()) for k, v in sorted(self.element_interfaces.items())))
 
     def __hash__(self):
         return hash(self._key())
@@ -198,6 +227,13 @@ class Model:
     # parameter pytrees of the registered element groups, {group name: pytree
     # with leading axis n_group} (kernels.forces.ElementGroup.build)
     elements: dict = _field(default_factory=dict)
+    # flexible bodies (kernels.flexible; empty for a rigid model): "k" (nq, 6)
+    # modal stiffness omega^2 [1/s^2] and "c" (nq, 6) modal damping 2 zeta
+    # omega [1/s] of the modal slots (Topology.modal_slots order); "phi",
+    # "psi" (ni, 3, n_max) translational [m kg^-0.5] / rotational [rad
+    # kg^-0.5 m^-1] mode shapes at each interface node (zero-padded to the
+    # largest mode count)
+    flex: dict = _field(default_factory=dict)
 
 
 _DATA_FIELDS = [f.name for f in dataclasses.fields(Model) if f.name != "topology"]
@@ -346,12 +382,60 @@ def validate_tables(tables):
             _check_ends(e, w, markers, marker_rows)
             if group.validate is not None:
                 group.validate(e, w)
+    _check_flexible(tables, bodies, body_rows, markers, marker_rows)
     wheels = tables.get("wheels") or {}
     for side in SIDES:
         if wheels.get(side) not in body_rows:
             raise ModelError(f"wheels.{side} = {wheels.get(side)!r} is not a body index")
     _vector(tables, "gravity", 3, "model", default=[0, 0, -9.81])
     return tables
+
+
+def _check_flexible(tables, bodies, body_rows, markers, marker_rows):
+    """The ``flexible_bodies`` rows: frame body, modes, damping, interfaces."""
+    rows, _ = _rows(tables, "flexible_bodies")
+    wheels = tables.get("wheels") or {}
+    seen = {}
+    for i, fb in enumerate(rows):
+        w = _where("flexible_bodies", i, fb)
+        b = fb.get("body")
+        if b not in body_rows:
+            raise ModelError(f"{w}.body = {b!r} is not a body index")
+        if b in seen:
+            raise ModelError(f"{w}.body = {b} is already flexible_bodies[{seen[b]}]")
+        if b in (wheels.get("left"), wheels.get("right")):
+            raise ModelError(f"{w}.body = {b} is a wheel body; a wheel must be rigid")
+        seen[b] = i
+        f = _finite(fb.get("frequencies", np.nan), f"{w}.frequencies")
+        if f.ndim != 1 or len(f) == 0 or len(f) % 6:
+            raise ModelError(f"{w}.frequencies has {f.size} values: need a positive multiple of 6 "
+                             "(the modal coordinates fill whole state slots of 6)")
+        if np.any(f <= 0):
+            raise ModelError(f"{w}.frequencies = {f.tolist()}: every frequency must be > 0 [Hz]")
+        n = len(f)
+        zeta = _finite(fb.get("damping_ratio", 0.0), f"{w}.damping_ratio")
+        if zeta.shape not in ((), (n,)) or np.any(zeta < 0):
+            raise ModelError(f"{w}.damping_ratio = {fb.get('damping_ratio')!r}: one value or {n} values, "
+                             "each >= 0")
+        ifaces = fb.get("interfaces") or []
+        on_body = {mk["index"] for mk in markers if mk.get("body") == b}
+        listed = set()
+        for j, itf in enumerate(ifaces):
+            wj = f"{w}.interfaces[{j}]"
+            mk = itf.get("marker")
+            if mk not in on_body:
+                raise ModelError(f"{wj}.marker = {mk!r} is not a marker on body {b}")
+            if mk in listed:
+                raise ModelError(f"{wj}.marker = {mk} is listed twice")
+            listed.add(mk)
+            for key in ("translation", "rotation"):
+                a = _finite(itf.get(key, np.nan), f"{wj}.{key}")
+                if a.shape != (3, n):
+                    raise ModelError(f"{wj}.{key} has shape {a.shape}: need (3, {n})")
+        loose = sorted(on_body - listed)
+        if loose:
+            raise ModelError(f"markers index {loose[0]} is on flexible body {b} but is not one of "
+                             f"{w}.interfaces (a force element attaches at an interface node)")
 
 
 def _table_groups(tables):
@@ -529,16 +613,22 @@ def build_model(tables) -> Model:
     validate_tables(tables)
     bodies = tables["bodies"]
     slot = {b["index"]: i for i, b in enumerate(bodies)}
-    m = len(bodies)
-    slot[GROUND] = m
     markers = {mk["index"]: mk for mk in tables["markers"]}
+    flex = _flexible_layout(tables, slot, len(bodies))
+    m = len(bodies) + flex["n_slots"]        # rigid bodies, then the modal slots
+    slot[GROUND] = m
 
     pos = np.array([b["position"] for b in bodies], float)
     eul = np.array([b.get("euler", [0, 0, 0]) for b in bodies], float)
     from kernels.rotations import euler_to_matrix
     R_body = np.asarray(euler_to_matrix(jnp.asarray(eul)))
-    pos_g = np.vstack([pos, np.zeros(3)])
-    R_g = np.concatenate([R_body, np.eye(3)[None]], 0)
+    pos_g = np.vstack([pos, np.zeros((m - len(bodies) + 1, 3))])
+    R_g = np.concatenate([R_body, np.tile(np.eye(3), (m - len(bodies) + 1, 1, 1))], 0)
+    iface_of = flex["interface_of_marker"]
+
+    def ends_interfaces(rows):
+        return np.array([(iface_of.get(e["marker_1"], -1), iface_of.get(e["marker_2"], -1))
+                         for e in rows], int).reshape(-1, 2)
 
     def local(mk_index):
         mk = markers[mk_index]
@@ -628,12 +718,18 @@ def build_model(tables) -> Model:
         elements[group.name] = jax.tree_util.tree_map(_as_leaf, prm)
         extra_groups.append(group)
 
-    inertia = np.array([b["inertia"] for b in bodies], float)
+    nq = flex["n_slots"]
+    inertia = np.concatenate([np.array([b["inertia"] for b in bodies], float).reshape(-1, 3, 3),
+                              np.tile(np.eye(3), (nq, 1, 1))])
+    element_interfaces = {}
+    if nq:
+        element_interfaces = {forces.BUSHING.name: ends_interfaces(bu), forces.P2P.name: ends_interfaces(pp)}
+        element_interfaces.update({g.name: ends_interfaces(tables[g.table_key]) for g in extra_groups})
     wheels = tables["wheels"]
     topo = Topology(
         name=str(tables.get("name", "model")),
-        body_names=tuple(b["name"] for b in bodies),
-        body_index=tuple(b["index"] for b in bodies),
+        body_names=tuple(b["name"] for b in bodies) + flex["slot_names"],
+        body_index=tuple(b["index"] for b in bodies) + tuple(-1 - j for j in range(nq)),
         bushing_names=tuple(e["name"] for e in bu),
         bushing_bodies=bu_bodies,
         p2p_names=tuple(e["name"] for e in pp),
@@ -644,13 +740,15 @@ def build_model(tables) -> Model:
         wheel_slots=np.array([slot[wheels["left"]], slot[wheels["right"]]]),
         tables=tables,
         extra_groups=tuple(extra_groups), group_names=group_names, group_bodies=group_bodies,
+        flex_bodies=flex["bodies"], flex_interface_body=flex["interface_body"],
+        element_interfaces=element_interfaces,
     )
     f = lambda a: jnp.asarray(a, jnp.float64)  # noqa: E731
     tree = lambda d: {kk: f(v) for kk, v in d.items()}  # noqa: E731
     return Model(
-        mass=f([b["mass"] for b in bodies]), inertia=f(inertia),
+        mass=f([b["mass"] for b in bodies] + [1.0] * nq), inertia=f(inertia),
         gravity=f(tables.get("gravity", [0, 0, -9.81])),
-        r_design=f(np.hstack([pos, eul])),
+        r_design=f(np.vstack([np.hstack([pos, eul]), np.zeros((nq, 6))])),
         bu_pos1=f(p1), bu_rot1=f(R1), bu_pos2=f(p2), bu_rot2=f(R2),
         bu_k=f(k), bu_c=f(c), bu_preload=f(pre), bu_offset=f(off),
         bu_k_curve=tree(bushing_curves(kspec)), bu_c_curve=tree(bushing_curves(cspec)),
@@ -664,8 +762,46 @@ def build_model(tables) -> Model:
         pp_friction=f(fric[:, 0]), pp_friction_k=f(fric[:, 1]), pp_friction_c=f(fric[:, 2]),
         pp_friction_v=f(fric[:, 3]),
         pp_contact=f(np.full(npp, CONTACT_AUTO)), pp_slip=f(np.full(npp, SLIP_OFF)), pp_anchor=f(L),
-        topology=topo, elements=elements,
+        topology=topo, elements=elements, flex=tree(flex["arrays"]),
     )
+
+
+def _flexible_layout(tables, slot, m_rigid):
+    """Slots, names and arrays of the (validated) ``flexible_bodies`` rows.
+
+    The modal coordinates of each flexible body take ``n / 6`` state slots
+    after the ``m_rigid`` rigid bodies (mass 1, inertia the identity: the
+    unit modal mass), named ``<name>.modes_<j>``."""
+    rows = tables.get("flexible_bodies", [])
+    out = {"n_slots": 0, "slot_names": (), "bodies": (), "interface_body": (),
+           "interface_of_marker": {}, "arrays": {}}
+    if not rows:
+        return out
+    n_max = max(len(fb["frequencies"]) for fb in rows)
+    k, c, phi, psi, fbodies, names, ibody = [], [], [], [], [], [], []
+    nxt = m_rigid
+    for b, fb in enumerate(rows):
+        f = np.asarray(fb["frequencies"], float)
+        n = len(f)
+        w = 2.0 * np.pi * f
+        zeta = np.broadcast_to(np.asarray(fb.get("damping_ratio", 0.0), float), (n,))
+        k.append((w * w).reshape(-1, 6))
+        c.append((2.0 * zeta * w).reshape(-1, 6))
+        slots = tuple(range(nxt, nxt + n // 6))
+        nxt += n // 6
+        fbodies.append((slot[fb["body"]], slots))
+        names += [f"{fb['name']}.modes_{j}" for j in range(n // 6)]
+        for itf in fb["interfaces"]:
+            out["interface_of_marker"][itf["marker"]] = len(ibody)
+            ibody.append(b)
+            pad = ((0, 0), (0, n_max - n))
+            phi.append(np.pad(np.asarray(itf["translation"], float), pad))
+            psi.append(np.pad(np.asarray(itf["rotation"], float), pad))
+    out.update(n_slots=nxt - m_rigid, slot_names=tuple(names), bodies=tuple(fbodies),
+               interface_body=tuple(ibody),
+               arrays={"k": np.concatenate(k), "c": np.concatenate(c),
+                       "phi": np.array(phi).reshape(-1, 3, n_max), "psi": np.array(psi).reshape(-1, 3, n_max)})
+    return out
 
 
 def _as_leaf(a):

@@ -67,7 +67,7 @@ def _rhs(model, exc, t, y):
     n = 6 * m
     r, v = y[:n].reshape(m, 6), y[n:].reshape(m, 6)
     u = loads.u_at(exc, t)
-    return jnp.concatenate([coordinate_rates(r, v).reshape(-1), q_fn(model, r, v, u).reshape(-1)])
+    return jnp.concatenate([coordinate_rates(r, v, model.topology.modal_slots).reshape(-1), q_fn(model, r, v, u).reshape(-1)])
 
 
 @jax.jit
@@ -76,7 +76,7 @@ def _jac(model, exc, t, y):
     n = 6 * m
     r, v = y[:n].reshape(m, 6), y[n:].reshape(m, 6)
     lin = linearise(model, r, v, loads.u_at(exc, t))
-    dKv = jax.jacfwd(lambda rr: coordinate_rates(rr.reshape(m, 6), v).reshape(-1))(y[:n])
+    dKv = jax.jacfwd(lambda rr: coordinate_rates(rr.reshape(m, 6), v, model.topology.modal_slots).reshape(-1))(y[:n])
     K = jax.scipy.linalg.block_diag(*[lin.K[i] for i in range(m)])
     return jnp.block([[dKv, K], [lin.J_r, lin.J_v]])
 

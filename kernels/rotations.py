@@ -7,6 +7,7 @@ vehicle frame is ``R = Rz(a_z) Ry(a_y') Rx(a_x'')``. Generalised speeds
 frame, angular velocity in the body frame. Angles in rad, rates in rad/s.
 """
 import jax.numpy as jnp
+import numpy as np
 
 
 # Small dense products written as unrolled multiply-adds: under vmap over
@@ -85,18 +86,42 @@ def euler_rate_matrix(angles):
     ], -2)
 
 
-def kinematic_matrix_blocks(r):
-    """K(r) of eq. (1a) as per-body 6x6 blocks, shape (m, 6, 6) for r of shape (m, 6)."""
+def kinematic_matrix_blocks(r, modal=()):
+    """K(r) of eq. (1a) as per-body 6x6 blocks, shape (m, 6, 6) for r of shape (m, 6).
+
+    ``modal``: static indices of modal slots (kernels.flexible), whose
+    coordinates are modal amplitudes with dr/dt = v (K the identity)."""
     m = r.shape[0]
     K = jnp.zeros((m, 6, 6), r.dtype)
     K = K.at[:, :3, :3].set(jnp.eye(3, dtype=r.dtype))
-    return K.at[:, 3:, 3:].set(euler_rate_matrix(r[:, 3:]))
+    K = K.at[:, 3:, 3:].set(euler_rate_matrix(r[:, 3:]))
+    if len(modal):
+        K = K.at[np.asarray(modal)].set(jnp.eye(6, dtype=r.dtype))
+    return K
 
 
-def coordinate_rates(r, v):
-    """dr/dt = K(r) v (eq. 1a), for r, v of shape (m, 6)."""
+def coordinate_rates(r, v, modal=()):
+    """dr/dt = K(r) v (eq. 1a), for r, v of shape (m, 6); ``modal`` as in
+    :func:`kinematic_matrix_blocks`."""
     rot = mv(euler_rate_matrix(r[:, 3:]), v[:, 3:])
-    return jnp.concatenate([v[:, :3], rot], axis=1)
+    rates = jnp.concatenate([v[:, :3], rot], axis=1)
+    if len(modal):
+        idx = np.asarray(modal)
+        rates = rates.at[idx].set(v[idx])
+    return rates
+
+
+def rotation_matrix(theta):
+    """Rotation matrix of a rotation vector theta (3,) [rad] (Rodrigues),
+    with a Taylor branch at small angles so that value and derivatives are
+    finite at theta = 0."""
+    t2 = jnp.sum(theta * theta)
+    small = t2 < 1e-8
+    t = jnp.sqrt(jnp.where(small, 1.0, t2))
+    a = jnp.where(small, 1.0 - t2 / 6.0, jnp.sin(t) / t)
+    b = jnp.where(small, 0.5 - t2 / 24.0, (1.0 - jnp.cos(t)) / jnp.where(small, 1.0, t2))
+    S = skew(theta)
+    return jnp.eye(3, dtype=theta.dtype) + a * S + b * (S @ S)
 
 
 def rotation_vector(R, eps=1e-6):

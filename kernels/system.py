@@ -63,7 +63,7 @@ def _bound_system(model, exc, solver, split_steps) -> System:
     return System(
         linearise=lambda r, v, u: linearise_blocks(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)),
         q=lambda r, v, u: q_fn(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)).reshape(-1),
-        rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6)).reshape(-1),
+        rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6), model.topology.modal_slots).reshape(-1),
         u=lambda t: loads.u_at(exc, t).reshape(-1),
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
         u_one_sided=lambda t, t_ref: loads.u_one_sided(exc, t, t_ref).reshape(-1),
