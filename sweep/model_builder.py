@@ -46,6 +46,7 @@ from kernels import forces
 from kernels.model import STOP_LAWS, GROUND, ModelError
 from kernels.names import DIRECTIONS, SIDES
 from kernels.rotations import euler_to_matrix
+from sweep.flexible.tables import check_mean_axis, flexible_row, frame_row, interface_entry
 
 MIRROR = np.diag([1.0, -1.0, 1.0])
 # a per-side bushing's (x, y, z, rx, ry, rz) on the right side, from the left's
@@ -84,6 +85,8 @@ class _Side:
                 finally:
                     self._resolving.discard(spec)
             return self.S @ np.asarray(self.hp[spec], float)
+        if isinstance(spec, dict) and "mirror" in spec:     # the mirror image (y -> -y) of a point
+            return MIRROR @ self.point(spec["mirror"], what)
         if isinstance(spec, dict) and "along" in spec:
             a = self.point(spec["along"][0], what)
             b = self.point(spec["along"][1], what)
@@ -241,7 +244,7 @@ class Names:
 
 
 ANY = None                                         # a leaf: any value
-POINT = {"along": ANY, "fraction": ANY, "distance": ANY}     # point spec, when a mapping
+POINT = {"along": ANY, "fraction": ANY, "distance": ANY, "mirror": ANY}     # point spec, when a mapping
 AXIS = {"along": ANY}                              # axis spec, when a mapping
 CURVE = {"x": ANY, "y": ANY, "interpolation": ANY}
 CHARACTERISTICS = {"stiffness": ANY, "damping": ANY, "loss_factor": ANY, "loss_frequency": ANY,
@@ -254,6 +257,10 @@ BUSHING = {"bodies": ANY, "at": POINT, "axis": AXIS, "x_hint": AXIS, "type": ANY
 P2P = {"bodies": ANY, "from": POINT, "to": POINT, "kind": ANY, "stiffness": ANY, "preload": ANY,
        "damping": ANY, "clearance": ANY, "length": ANY, "curve": CURVE, "seat_offset": ANY,
        "law": ANY, "friction": {"force": ANY, "law": ANY, "stiffness": ANY, "damping": ANY, "velocity": ANY}}
+SECTION = dict.fromkeys(("E", "G", "A", "Iy", "Iz", "J", "rho", "Ay", "Az"))
+FLEXIBLE = {"beam_frame": {"path": ANY, "divisions": ANY, "section": SECTION, "orientation": AXIS,
+                           "timoshenko": ANY},
+            "interfaces": ANY, "fixed_interface_modes": ANY, "damping_ratio": ANY}
 ALIGNMENT = {"toe_deg": ANY, "camber_deg": ANY, "toe_by": ANY, "camber_by": ANY,
              "seat_offset_of": ANY, "wheel_load": ANY, "pretension": Names(ANY)}
 
@@ -263,7 +270,8 @@ def model_keys() -> dict:
     names the entries). A registered element group's section takes the
     common placement keys; its other keys are the group's own (its
     ``validate`` checks them)."""
-    section = {"bodies": Names(BODY), "bushings": Names(BUSHING), "p2p": Names(P2P)}
+    section = {"bodies": Names(BODY), "flexible_bodies": Names(FLEXIBLE), "bushings": Names(BUSHING),
+               "p2p": Names(P2P)}
     section.update({g.table_key: Names(ANY) for g in forces.GROUPS.values() if not g.builtin})
     return {"name": ANY, "description": ANY, "notes": ANY, "gravity": ANY, "stop_law": ANY,
             "hardpoints": Names(ANY), "bushing_types": Names(CHARACTERISTICS),
@@ -331,6 +339,95 @@ def yaml_line(source, keys):
         else:
             return str(source)
     return f"{source}:{mark.line + 1}" if mark else str(source)
+
+
+INTERFACE_TOL = 1e-6     # m: a marker on a flexible body lies on one of its interface nodes
+
+
+def flexible_body(name, spec, side):
+    """The Craig-Bampton body of a ``flexible_bodies`` entry: (ReducedBody,
+    damping ratio). ``beam_frame.path``: point specs joined by straight
+    elements, each segment in ``divisions`` elements; ``section``: the
+    :class:`sweep.flexible.Section` fields (SI units); ``interfaces``: point
+    specs of the nodes where elements attach (each must be a node of the
+    path); ``fixed_interface_modes``: the number of fixed-interface normal
+    modes (the body's elastic modes are 6 per interface - 6 plus these, a
+    multiple of 6); ``damping_ratio``: modal damping ratio(s)."""
+    from sweep.flexible import BeamFrame, FlexibleBodyError, Section, assemble, reduce
+    what = f"model.flexible_bodies.{name}"
+    if not isinstance(spec, dict):
+        raise ModelError(f"{what} must be a mapping")
+    bf = spec.get("beam_frame")
+    if not isinstance(bf, dict):
+        raise ModelError(f"{what}.beam_frame: missing (the FE model of the body)")
+    path = bf.get("path")
+    if not isinstance(path, list) or len(path) < 2:
+        raise ModelError(f"{what}.beam_frame.path = {path!r}: need a list of at least two points")
+    pts = [side.point(p, f"{what}.beam_frame.path") for p in path]
+    div = bf.get("divisions", 4)
+    if isinstance(div, bool) or not isinstance(div, int) or div < 1:
+        raise ModelError(f"{what}.beam_frame.divisions = {div!r}: need a positive integer")
+    nodes = [a + (b - a) * k / div for a, b in zip(pts[:-1], pts[1:]) for k in range(div)] + [pts[-1]]
+    nodes = np.array(nodes)
+    sec = bf.get("section")
+    if not isinstance(sec, dict):
+        raise ModelError(f"{what}.beam_frame.section: missing (E, G, A, Iy, Iz, J, rho)")
+    missing = [k for k in ("E", "G", "A", "Iy", "Iz", "J", "rho") if k not in sec]
+    if missing:
+        raise ModelError(f"{what}.beam_frame.section: missing {', '.join(missing)}")
+    zeta = spec.get("damping_ratio")
+    if zeta is None:
+        raise ModelError(f"{what}.damping_ratio: missing (modal damping ratio of the elastic modes)")
+    n_fixed = spec.get("fixed_interface_modes", 6)
+    if isinstance(n_fixed, bool) or not isinstance(n_fixed, int) or n_fixed < 0:
+        raise ModelError(f"{what}.fixed_interface_modes = {n_fixed!r}: need an integer >= 0")
+    ifaces = spec.get("interfaces")
+    if not isinstance(ifaces, list) or not ifaces:
+        raise ModelError(f"{what}.interfaces: need a list of the points where elements attach")
+    at = []
+    for j, p in enumerate(ifaces):
+        x = side.point(p, f"{what}.interfaces[{j}]")
+        d = np.linalg.norm(nodes - x, axis=1)
+        if d.min() > INTERFACE_TOL:
+            raise ModelError(f"{what}.interfaces[{j}] = {p!r} at {np.round(x, 4).tolist()} is not a node of "
+                             f"beam_frame.path (nearest {d.min() * 1e3:.3g} mm away)")
+        at.append(int(np.argmin(d)))
+    try:
+        frame = BeamFrame(nodes=nodes, elements=np.array([[i, i + 1] for i in range(len(nodes) - 1)]),
+                          sections=Section(**{k: float(v) for k, v in sec.items()}),
+                          orientation=None if bf.get("orientation") is None else
+                          side.axis(bf["orientation"], f"{what}.beam_frame.orientation"),
+                          timoshenko=bool(bf.get("timoshenko", False)))
+        M, K = assemble(frame)
+        rb = reduce(M, K, nodes, at, n_modes=n_fixed)
+        check_mean_axis(rb, what)
+    except FlexibleBodyError as err:
+        raise ModelError(f"{what}: {err}") from None
+    return rb, zeta
+
+
+def flexible_rows(flexible, markers):
+    """The ``flexible_bodies`` table: every marker on a flexible body becomes
+    an interface entry of the node it lies on."""
+    rows = []
+    for fi, (name, idx, rb, zeta) in enumerate(flexible):
+        entries = []
+        for mk in markers:
+            if mk["body"] != idx:
+                continue
+            d = np.linalg.norm(rb.interface_positions - np.asarray(mk["position"]), axis=1)
+            if d.min() > INTERFACE_TOL:
+                raise ModelError(f"{mk['name'].rsplit('/', 1)[0]}: its marker on flexible body {name} at "
+                                 f"{np.round(mk['position'], 4).tolist()} is not at one of the body's interfaces "
+                                 f"{np.round(rb.interface_positions, 4).tolist()} (model.flexible_bodies.{name}"
+                                 ".interfaces)")
+            entries.append(interface_entry(rb, int(np.argmin(d)), mk["index"]))
+        try:
+            rows.append(flexible_row(rb, name=name, index=idx, flex_index=fi + 1, interfaces=entries,
+                                     damping_ratio=zeta))
+        except FlexibleBodyError as err:
+            raise ModelError(f"model.flexible_bodies.{name}: {err}") from None
+    return rows
 
 
 def check_alignment(cfg):
@@ -604,6 +701,14 @@ def build_tables(cfg, source=None) -> dict:
     for s in SIDES:
         for name, spec in (per_side.get("bodies") or {}).items():
             add_body(f"{name}_{s}", spec, sides[s])
+    flexible = []                 # (name, body index, ReducedBody, damping ratio)
+    for name, spec in (shared.get("flexible_bodies") or {}).items():
+        if name in body_id:
+            raise ModelError(f"model.flexible_bodies.{name}: duplicate body name")
+        rb, zeta = flexible_body(name, spec, centre)
+        body_id[name] = len(bodies) + 1
+        bodies.append(frame_row(rb, name=name, index=body_id[name], origin=np.zeros(3)))
+        flexible.append((name, body_id[name], rb, zeta))
     for s in SIDES:
         for name, spec in (per_side.get("bushings") or {}).items():
             add_bushing(f"{name}_{s}", spec, sides[s], f"_{s}")
@@ -628,6 +733,8 @@ def build_tables(cfg, source=None) -> dict:
         "wheels": {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES},
     }
     tables.update({key: rows for key, rows in extra.items() if rows})
+    if flexible:
+        tables["flexible_bodies"] = flexible_rows(flexible, markers)
     names = [b["name"] for b in bushings]
 
     def per_side_bushing(key):
