@@ -284,7 +284,9 @@ def modes(model, r, u, n_modes=40, mirror=True):
     m = model.topology.n_bodies
     n = 6 * m
     A = state_matrix(model, r, u)
-    basis = mirror_basis(model.topology.body_names) if mirror else None
+    # a flexible body's modal coordinates have no per-slot mirror image (a
+    # mode is symmetric or not as a whole): the full solve
+    basis = mirror_basis(model.topology.body_names) if mirror and not model.topology.flex_bodies else None
     lam_s, X_s, n_real, valid, sym, use, asym = lowest_modes(A, n_modes, basis)
     w = jnp.abs(lam_s)
     nan = jnp.nan

@@ -82,54 +82,81 @@ def design_alignment(cfg):
 
 
 def _spec(cfg):
+    """The alignment section; toe and camber adjustments are optional (an
+    axle without them - a twist beam, a rigid axle - aligns its ride height
+    only: ``wheel_load`` and ``seat_offset_of``)."""
     a = cfg.get("alignment")
     if not a:
         raise ConfigError("model.alignment: the model states no alignment targets")
-    for key in ("toe_deg", "camber_deg", "wheel_load", "toe_by", "camber_by", "seat_offset_of"):
+    need = ["wheel_load", "seat_offset_of"]
+    if "toe_by" in a or "camber_by" in a or "toe_deg" in a or "camber_deg" in a:
+        need = ["toe_deg", "camber_deg", "toe_by", "camber_by"] + need
+    for key in need:
         if key not in a:
             raise ConfigError(f"model.alignment.{key}: missing")
     check_alignment(cfg)
     return a
 
 
+def _unknowns(a):
+    """The adjusted quantities: (residual index, key) of toe, camber, seat offset."""
+    return ([(0, "toe_by"), (1, "camber_by")] if "toe_by" in a else []) + [(2, "seat_offset_of")]
+
+
 def get_adjustments(cfg):
     a = _spec(cfg)
     ps = cfg["per_side"]
-    return np.array([float(ps["bushings"][a["toe_by"]]["adjust"]["distance"]),
-                     float(ps["bushings"][a["camber_by"]]["adjust"]["distance"]),
-                     float(ps["p2p"][a["seat_offset_of"]].get("seat_offset") or 0.0)])
+    out = []
+    for _, key in _unknowns(a):
+        if key == "seat_offset_of":
+            out.append(float(ps["p2p"][a[key]].get("seat_offset") or 0.0))
+        else:
+            out.append(float(ps["bushings"][a[key]]["adjust"]["distance"]))
+    return np.array(out)
 
 
 def with_adjustments(cfg, x):
     a = _spec(cfg)
     out = copy.deepcopy(cfg)
     ps = out["per_side"]
-    ps["bushings"][a["toe_by"]]["adjust"]["distance"] = float(x[0])
-    ps["bushings"][a["camber_by"]]["adjust"]["distance"] = float(x[1])
-    ps["p2p"][a["seat_offset_of"]]["seat_offset"] = float(x[2])
+    for (_, key), value in zip(_unknowns(a), x):
+        if key == "seat_offset_of":
+            ps["p2p"][a[key]]["seat_offset"] = float(value)
+        else:
+            ps["bushings"][a[key]]["adjust"]["distance"] = float(value)
     return out
 
 
 def alignment_residual(cfg):
-    """(toe - target [deg], camber - target [deg], wheel load - target [N]) of the left side."""
+    """(toe - target [deg], camber - target [deg], wheel load - target [N]) of
+    the left side; only the wheel load where the axle has no toe / camber
+    adjustment."""
     a = _spec(cfg)
     fz, toe, camber = design_alignment(cfg)
+    if "toe_by" not in a:
+        return np.array([fz[0] - a["wheel_load"]])
     return np.array([toe[0] - a["toe_deg"], camber[0] - a["camber_deg"], fz[0] - a["wheel_load"]])
 
 
 def align(cfg, tol=(1e-4, 1e-4, 0.1), max_iter=8, log=print):
-    """Newton on (tie-rod length, camber shim, seat offset) [m]; returns x and the residual."""
+    """Newton on (tie-rod length, camber shim, seat offset) [m] (the seat
+    offset alone without toe / camber adjustments); returns x and the residual."""
+    idx = [i for i, _ in _unknowns(_spec(cfg))]
+    tol = np.asarray(tol)[idx]
     x = get_adjustments(cfg)
-    scale = np.array([1.0, 1.0, 1000.0])        # deg, deg, kN: a balanced residual
+    scale = np.array([1.0, 1.0, 1000.0])[idx]        # deg, deg, kN: a balanced residual
     res = alignment_residual(with_adjustments(cfg, x))
+    names = np.array(["toe", "camber", "wheel load"])[idx]
+    units = np.array(["deg", "deg", "N"])[idx]
     for it in range(max_iter):
-        log(f"  iteration {it}: toe {res[0]:+.5f} deg, camber {res[1]:+.5f} deg, "
-            f"wheel load {res[2]:+.2f} N off target at x = {np.round(x * 1000, 4).tolist()} mm")
-        if np.all(np.abs(res) <= np.asarray(tol)):
+        log(f"  iteration {it}: " + ", ".join(f"{n} {r:+.5f} {u}" for n, r, u in zip(names, res, units))
+            + f" off target at x = {np.round(x * 1000, 4).tolist()} mm")
+        if np.all(np.abs(res) <= tol):
             break
-        J = np.zeros((3, 3))
+        n = len(idx)
+        J = np.zeros((n, n))
         h = 1e-4
-        for j in range(3):
+        for j in range(n):
             xp = x.copy()
             xp[j] += h
             J[:, j] = (alignment_residual(with_adjustments(cfg, xp)) - res) / h / scale
@@ -230,17 +257,24 @@ def main(argv=None) -> int:
         if "pretension" in (cfg.get("alignment") or {}):
             return main_pretension(cfg)
         a = _spec(cfg)
-        print(f"static alignment of {cfg.get('name')}: toe {a['toe_deg']} deg, camber "
-              f"{a['camber_deg']} deg, design wheel load {a['wheel_load']} N")
+        if "toe_by" in a:
+            print(f"static alignment of {cfg.get('name')}: toe {a['toe_deg']} deg, camber "
+                  f"{a['camber_deg']} deg, design wheel load {a['wheel_load']} N")
+        else:
+            print(f"ride height of {cfg.get('name')}: design wheel load {a['wheel_load']} N "
+                  "(no toe / camber adjustment)")
         x, res = align(cfg)
     except ModelError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"result (off target: toe {res[0]:+.5f} deg, camber {res[1]:+.5f} deg, "
-          f"wheel load {res[2]:+.3f} N); put into the model YAML:")
-    print(f"  per_side.bushings.{a['toe_by']}.adjust.distance: {x[0]:.7f}")
-    print(f"  per_side.bushings.{a['camber_by']}.adjust.distance: {x[1]:.7f}")
-    print(f"  per_side.p2p.{a['seat_offset_of']}.seat_offset: {x[2]:.7f}")
+    if "toe_by" in a:
+        print(f"result (off target: toe {res[0]:+.5f} deg, camber {res[1]:+.5f} deg, "
+              f"wheel load {res[2]:+.3f} N); put into the model YAML:")
+        print(f"  per_side.bushings.{a['toe_by']}.adjust.distance: {x[0]:.7f}")
+        print(f"  per_side.bushings.{a['camber_by']}.adjust.distance: {x[1]:.7f}")
+    else:
+        print(f"result (off target: wheel load {res[-1]:+.3f} N); put into the model YAML:")
+    print(f"  per_side.p2p.{a['seat_offset_of']}.seat_offset: {x[-1]:.7f}")
     return 0
 
 

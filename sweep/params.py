@@ -4,8 +4,10 @@ A parameter (config ``sweep.parameters.<name>``)::
 
     target: bushing.stiffness | bushing.damping | spring.rate |
             damper.compression | damper.rebound | damper.friction |
-            bump_stop.force | rebound_stop.force
-    elements: "lower_arm_*"        # fnmatch pattern(s) on element names (bushings or P2P)
+            bump_stop.force | rebound_stop.force |
+            flexible.stiffness | flexible.damping
+    elements: "lower_arm_*"        # fnmatch pattern(s) on element names (bushings or P2P;
+                                   # flexible bodies for the flexible.* targets)
     directions: radial             # bushings only: x y z rx ry rz, or a group:
                                    # radial (x, y), axial (z), torsional (rz),
                                    # cardanic (rx, ry), translational, rotational, all
@@ -47,6 +49,12 @@ TARGETS = {
     "damper.friction": ("pp_friction", "damper", None),
     "bump_stop.force": ("pp_k_scale", "bump_stop", None),
     "rebound_stop.force": ("pp_k_scale", "rebound_stop", None),
+    # flexible bodies (kernels.flexible): a factor on the modal stiffness
+    # omega^2 of every elastic mode (= E and G of the whole FE model scaled
+    # together: the Craig-Bampton modes are unchanged, exactly) / on the
+    # modal damping 2 zeta omega
+    "flexible.stiffness": (("flex", "k"), "flexible", None),
+    "flexible.damping": (("flex", "c"), "flexible", None),
 }
 VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c", "damper.friction": "pp_friction"}
 KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "scale"}
@@ -78,6 +86,8 @@ class Parameter:
 
 
 def _get_field(model, field):
+    if isinstance(field, tuple) and field[0] == "flex":
+        return model.flex[field[1]]
     if isinstance(field, tuple):
         return model.elements[field[1]][field[2]]
     return getattr(model, field)
@@ -155,6 +165,10 @@ class ParameterSet:
             return model
         import dataclasses
         fields = {f: a for f, a in updates.items() if not isinstance(f, tuple)}
+        flex = {f[1]: a for f, a in updates.items() if isinstance(f, tuple) and f[0] == "flex"}
+        if flex:
+            fields["flex"] = {**model.flex, **flex}
+            updates = {f: a for f, a in updates.items() if not (isinstance(f, tuple) and f[0] == "flex")}
         groups = {f[1] for f in updates if isinstance(f, tuple)}
         if groups:
             elements = dict(model.elements)
@@ -198,6 +212,11 @@ def build_parameters(spec, model) -> ParameterSet:
         elif kind == "bushing":
             names = topo.bushing_names
             rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
+        elif kind == "flexible":        # rows: the modal slots of the matching flexible bodies
+            names = [topo.body_names[frame] for frame, _ in topo.flex_bodies]
+            slots = list(topo.modal_slots)
+            rows = [slots.index(s_) for (frame, ms), n in zip(topo.flex_bodies, names)
+                    if any(fnmatch.fnmatchcase(n, pt) for pt in pats) for s_ in ms]
         else:
             names = topo.p2p_names
             rows = [i for i, n in enumerate(names)
@@ -237,6 +256,12 @@ def build_parameters(spec, model) -> ParameterSet:
                     raise ConfigError(f"{what}: mode=value sets a linear coefficient, but "
                                      f"{names[index[0][j]]} direction {DIRECTIONS[index[1][j]]} "
                                      "has a curve (use mode=scale)")
+        elif kind == "flexible":
+            if "directions" in p or mode == "value":
+                raise ConfigError(f"{what}: a flexible-body target takes neither directions nor mode=value "
+                                  "(it scales every elastic mode)")
+            rr, cc = np.meshgrid(rows, np.arange(6), indexing="ij")
+            index = (rr.ravel(), cc.ravel())
         else:
             if "directions" in p:       # would be ignored: a P2P / group element acts along one line
                 raise ConfigError(f"{what}.directions = {p['directions']!r}: {kind} elements have no "
