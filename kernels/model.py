@@ -130,6 +130,16 @@ class Topology:
         return 6 * self.n_bodies
 
     @property
+    def n_modal_coordinates(self):
+        """Modal coordinates of the flexible bodies (6 per modal slot; 0 for a rigid model)."""
+        return 6 * sum(len(ms) for _, ms in self.flex_bodies)
+
+    @property
+    def n_physical_bodies(self):
+        """Rigid bodies and flexible bodies' frames: the slots that are not modal."""
+        return self.n_bodies - self.n_modal_coordinates // 6
+
+    @property
     def modal_slots(self):
         """State slots holding modal coordinates (sorted; empty for a rigid model)."""
         return np.array(sorted(s for _, ms in self.flex_bodies for s in ms), int)

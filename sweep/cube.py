@@ -47,6 +47,13 @@ def provenance():
     return info
 
 
+def flexible_note(attrs):
+    """`` (incl. N modal coordinates of flexible bodies)`` for a cube's model
+    attributes with flexible bodies, else empty (the job summaries)."""
+    n = int(attrs.get("n_modal_coordinates", 0))
+    return f" (and {n} modal coordinates of flexible bodies)" if n else ""
+
+
 def pooled_signals(ch, model, what, direction=0):
     """The signals of method.md section 3 from a channels dict (leading time axis),
     both sides pooled: ``wheel_displacement`` (longitudinal wheel-centre

@@ -44,7 +44,7 @@ from omegaconf import OmegaConf
 from kernels import kc
 from kernels.names import AXES, COMPONENT_UNITS, DIRECTIONS
 from sweep import cube_schema, status
-from sweep.cube import provenance
+from sweep.cube import flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
@@ -263,7 +263,7 @@ def report(ds, cfg, s):
     status counts and the metrics of the first good variant."""
     a = ds.attrs
     mode = f" ({a['travel_mode']})" if a.get("travel_mode") else ""
-    log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies{flexible_note(a)}, {a['n_force_elements']} force elements, "
              f"{a['n_dof']} DOF; K&C load case {cfg.loadcase.name}: {a['analysis']}{mode}, "
              f"{s.get('steps')} steps; design "
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
@@ -328,7 +328,7 @@ class KinematicsAndCompliance(JobKind):
         lc = plan.case
         rows, _ = lc["lock_index"]
         return {
-            "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+            "n_bodies": int(topo.n_physical_bodies), "n_modal_coordinates": int(topo.n_modal_coordinates), "n_force_elements": int(topo.n_force_elements),
             "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml,
             "cube_kind": NAME, "analysis": lc["analysis"], "travel_mode": lc["mode"] or "",
             "loaded_radius_m": lc["loaded_radius"], "brake_lock_stiffness_Nm_per_rad": lc["brake_lock"],

@@ -38,7 +38,7 @@ from omegaconf import OmegaConf
 from kernels import kc
 from kernels import modes as kmodes
 from sweep import cube_schema, status
-from sweep.cube import provenance
+from sweep.cube import flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
@@ -177,7 +177,7 @@ def chunk_runner(model, pset, lc, n_dev=1):
 def report(ds, cfg, s):
     """Log the modes job summary: timing, status counts, the first good variant's modes."""
     a = ds.attrs
-    log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies{flexible_note(a)}, {a['n_force_elements']} force elements, "
              f"{a['n_dof']} DOF; modes at the design position, {s['n_modes']} lowest; design "
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
     codes = ds.status.values
@@ -232,7 +232,7 @@ class Modes(JobKind):
 
     def attrs(self, plan, cfg_yaml):
         topo = plan.model.topology
-        return {"n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+        return {"n_bodies": int(topo.n_physical_bodies), "n_modal_coordinates": int(topo.n_modal_coordinates), "n_force_elements": int(topo.n_force_elements),
                 "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml, "cube_kind": NAME,
                 "linearised_at": "design position: wheel centres at design height, gravity only, "
                                   "vertical wheel loads found (kernels.kc.design_position), at rest",

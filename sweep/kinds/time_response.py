@@ -40,7 +40,7 @@ from kernels.model import Model
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
 from kernels.system import SOLVERS, model_system
 from sweep import cube, cube_schema, status
-from sweep.cube import NMSE_DEFINITION, provenance
+from sweep.cube import NMSE_DEFINITION, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, mapping
 from sweep.engine.layout import Channel
@@ -414,7 +414,7 @@ class TimeResponse(JobKind):
         topo = plan.model.topology
         ref = topo.tables.get("reference_bushings") or {}
         return {
-            "n_bodies": int(topo.n_bodies), "n_force_elements": int(topo.n_force_elements),
+            "n_bodies": int(topo.n_physical_bodies), "n_modal_coordinates": int(topo.n_modal_coordinates), "n_force_elements": int(topo.n_force_elements),
             "n_dof": int(topo.n_dof),
             "reference_bushing_left": ref.get("left", ""), "reference_bushing_right": ref.get("right", ""),
             "model": topo.name, "config": cfg_yaml, "nmse_definition": NMSE_DEFINITION,
@@ -443,7 +443,7 @@ def report(ds, cfg, s):
     NMSE against a Radau cube beside it), check the public cube schema and
     draw the overview PNG beside the cube."""
     a = ds.attrs
-    log.info(f"model {a['model']}: {a['n_bodies']} bodies, {a['n_force_elements']} force elements, "
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies{flexible_note(a)}, {a['n_force_elements']} force elements, "
           f"{a['n_dof']} DOF; load case {cfg.loadcase.name}; integrator {cfg.integrator.name} "
           f"(dt = {cfg.integrator.dt} s); design {cfg.sweep.design}, {s['n_variants']} variant(s)")
     if not s["variants_run"]:
