@@ -204,7 +204,8 @@ TIERS = {
     # whole jobs (a `python -m sweep` / `sweep.tune` subprocess or sweep.app.main in-process)
     "test_app.py": {"test_cli_writes_a_valid_cube_and_summary": "e2e", "test_cube_equals_direct_kernel_run": "e2e",
                     "test_rerun_same_config_keeps_cube_and_other_config_is_refused": "e2e",
-                    "test_reference_beside_gives_nmse_summary": "e2e"},
+                    "test_reference_beside_gives_nmse_summary": "e2e",
+                    "test_twist_beam_lhs_job_with_a_flexible_cross_member": "e2e"},
     "test_channels.py": {"test_a_channel_added_to_the_table_is_in_the_cube_with_its_units": "e2e"},
     "test_faults.py": {"test_damaged_chunks_*": "e2e", "test_damaged_metadata_*": "e2e", "test_cube_layout_units_and_chunking": "e2e",
                        "test_sig*": "e2e", "test_second_process_on_the_same_store_is_refused": "e2e",
