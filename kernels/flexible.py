@@ -50,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels.rotations import euler_to_matrix, mv, rotation_matrix
+from kernels.rotations import euler_to_matrix, matrix_to_euler, mv, rotation_matrix, skew
 
 
 def end_blocks(topo, slot, interface):
@@ -112,15 +112,11 @@ def _n_modes(topo, sig_end):
     return 6 * len(topo.flex_bodies[sig_end][1]) if sig_end >= 0 else 0
 
 
-def deformed_element(topo, group, sig):
-    """``(prm, phi, psi, X) -> G``: the group's element between ends of
-    signature ``sig`` (per end: flexible body, -1 rigid marker, -2 ground),
-    on the stacked states X (nB, 12) of the slots it touches (order of
-    :func:`end_blocks`, end 1 then end 2), returning the generalised forces
-    (nB, 6) on them. ``phi``, ``psi``: (2, 3, n_max) mode shapes at the two
-    ends' interface nodes (ignored for a rigid end)."""
-    ends = []
-    pos = 0
+def _ends(topo, sig):
+    """Per element end: None (ground) or (position of its body's block among
+    the touched slots, number of modes of its flexible body (0: rigid
+    marker)); and the number of touched slots."""
+    ends, pos = [], 0
     for s in (0, 1):
         if sig[s] == -2:
             ends.append(None)
@@ -128,53 +124,117 @@ def deformed_element(topo, group, sig):
         n = _n_modes(topo, sig[s])
         ends.append((pos, n))
         pos += 1 + n // 6
-    n_blocks = pos
+    return ends, pos
 
-    def fn(prm, phi, psi, X):
-        prm = dict(prm)
-        r, vel, qd = [], [], []
+
+def virtual_kinematics(topo, sig):
+    """``(prm, phi, psi, Y) -> (poses (2, 6), P (2, 6, nB, 6))``: the virtual
+    rigid poses of an element's two ends and their velocity maps, from the
+    coordinates Y (nB, 6) of the slots it touches (order of
+    :func:`end_blocks`); the virtual speeds are ``P @ speeds`` (linear).
+
+    At a rigid marker the virtual state is the body's own (P the identity
+    on its slot); at the ground it is zero. At an interface node with
+    deformation ``u = Phi q``, ``theta = Psi q`` (body frame) it is the state
+    of a rigid body that carries the element's marker (its local pose p, R_m
+    unchanged) to the deformed node: orientation ``R~ = R Rot(theta)``,
+    origin ``r + R (p + u) - R~ p``; angular velocity ``Rot(theta)^T (w + Psi
+    dq/dt)`` (body frame) and origin velocity ``v + R (w x (p + u) + Phi
+    dq/dt) + (R~ p) x R (w + Psi dq/dt)`` (the node's velocity moved to the
+    origin). First order in q, as the whole formulation."""
+    ends, nB = _ends(topo, sig)
+
+    def fn(prm, phi, psi, Y):
+        poses, Ps = [], []
         for s, end in enumerate(ends):
+            P = jnp.zeros((6, nB, 6), Y.dtype)
             if end is None:
-                r.append(jnp.zeros(6, X.dtype)); vel.append(jnp.zeros(6, X.dtype)); qd.append(None)
+                poses.append(jnp.zeros(6, Y.dtype))
+                Ps.append(P)
                 continue
             at, n = end
-            r.append(X[at, :6]); vel.append(X[at, 6:])
             if n == 0:
-                qd.append(None)
+                poses.append(Y[at])
+                Ps.append(P.at[:, at, :].set(jnp.eye(6, dtype=Y.dtype)))
                 continue
-            q = X[at + 1: at + 1 + n // 6, :6].reshape(-1)
-            qd.append(X[at + 1: at + 1 + n // 6, 6:].reshape(-1))
-            key = f"pos{s + 1}"
-            prm[key] = prm[key] + mv(phi[s, :, :n], q)            # p + Phi q
-            if f"rot{s + 1}" in prm:                                 # Rot(Psi q) R_m
-                prm[f"rot{s + 1}"] = rotation_matrix(mv(psi[s, :, :n], q)) @ prm[f"rot{s + 1}"]
+            k = n // 6
+            r, q = Y[at], Y[at + 1: at + 1 + k].reshape(-1)
+            Phi, Psi = phi[s, :, :n], psi[s, :, :n]
+            p = prm[f"pos{s + 1}"]
+            R = euler_to_matrix(r[3:])
+            R_theta = rotation_matrix(mv(Psi, q))
+            R_virtual = R @ R_theta
+            p_node = p + mv(Phi, q)
+            arm = mv(R_virtual, p)                       # virtual origin -> node, vehicle frame
+            origin = r[:3] + mv(R, p_node) - arm
+            poses.append(jnp.concatenate([origin, matrix_to_euler(R_virtual)]))
+            S = skew(arm) @ R
+            P = P.at[:3, at, :3].set(jnp.eye(3, dtype=Y.dtype))
+            P = P.at[:3, at, 3:].set(S - R @ skew(p_node))
+            P = P.at[:3, at + 1: at + 1 + k, :].set((R @ Phi + S @ Psi).reshape(3, k, 6))
+            P = P.at[3:, at, 3:].set(R_theta.T)
+            P = P.at[3:, at + 1: at + 1 + k, :].set((R_theta.T @ Psi).reshape(3, k, 6))
+            Ps.append(P)
+        return jnp.stack(poses), jnp.stack(Ps)
+    return fn
 
-        def velocity_map(vel, qd):
-            out = []
-            for s, end in enumerate(ends):
-                if end is None or end[1] == 0:
-                    out.append(vel[s])
-                    continue
-                n = end[1]
-                dp = mv(phi[s, :, :n], qd[s])
-                dth = mv(psi[s, :, :n], qd[s])
-                R = euler_to_matrix(r[s][3:])
-                # marker velocity v + R(w x p') + R Phi qd with w' = w + Psi qd
-                vt = vel[s][:3] + mv(R, dp - jnp.cross(dth, prm[f"pos{s + 1}"]))
-                out.append(jnp.concatenate([vt, vel[s][3:] + dth]))
-            return out
-        vt, pull = jax.vjp(velocity_map, vel, qd)
-        g = group.element(prm, jnp.concatenate([r[0], vt[0]]), jnp.concatenate([r[1], vt[1]]))
-        g_vel, g_qd = pull(list(g))
-        G = []
-        for s, end in enumerate(ends):
-            if end is None:
-                continue
-            G.append(g_vel[s][None])
-            if end[1]:
-                G.append(g_qd[s].reshape(-1, 6))
-        return jnp.concatenate(G, 0)
-    fn.n_blocks = n_blocks
+
+def _element_and_jacobian(group):
+    """``(prm, x1, x2) -> ((g1, g2), ((dg1/dx1, dg2/dx1), (dg1/dx2, dg2/dx2)))``:
+    the group's closed form where it has one, else forward-mode autodiff."""
+    if group.jacobian is not None:
+        return group.jacobian
+
+    def jac(prm, x1, x2):
+        def f(a, b):
+            g = group.element(prm, a, b)
+            return g, g
+        (d1, d2), g = jax.jacfwd(f, argnums=(0, 1), has_aux=True)(x1, x2)
+        # d1[k]: d g_k / d x1  ->  ((dg1/dx1, dg2/dx1), (dg1/dx2, dg2/dx2))
+        return g, ((d1[0], d1[1]), (d2[0], d2[1]))
+    return jac
+
+
+def interface_element(topo, group, sig):
+    """``(prm, phi, psi, X) -> (G, dG)``: the group's element between ends of
+    signature ``sig`` (per end: flexible body, -1 rigid marker, -2 ground)
+    on the stacked states X (nB, 12) of the slots it touches: generalised
+    forces G (nB, 6) on them and dG/dX (nB, 6, nB, 12).
+
+    The element runs on the virtual rigid states x~ = (pose, P speeds) of
+    its ends (:func:`virtual_kinematics`) with its own Jacobian (closed form
+    where the group has one); its generalised forces g~ map to the touched
+    slots by the transpose of the velocity map, ``G = P^T g~`` (virtual
+    power), and ``dG/dX = P^T (dg~/dx~) (dx~/dX) + d(P^T)/dY g~``: the chain
+    rule, with the kinematic map differentiated by forward mode over the
+    coordinates only (the speeds enter linearly through P)."""
+    kin = virtual_kinematics(topo, sig)
+    jac = _element_and_jacobian(group)
+    _, nB = _ends(topo, sig)
+
+    def fn(prm, phi, psi, X):
+        Y, V = X[:, :6], X[:, 6:]
+        poses, P = kin(prm, phi, psi, Y)
+        speeds = jnp.einsum("sibj,bj->si", P, V)                       # (2, 6)
+        x1, x2 = jnp.concatenate([poses[0], speeds[0]]), jnp.concatenate([poses[1], speeds[1]])
+        (g1, g2), ((d11, d21), (d12, d22)) = jac(prm, x1, x2)
+        g = jnp.stack([g1, g2])
+        G = jnp.einsum("sibj,si->bj", P, g)
+        g_fixed = jax.lax.stop_gradient(g)
+
+        def of_coordinates(Yc):
+            ps, Pc = kin(prm, phi, psi, Yc)
+            return ps, jnp.einsum("sibj,bj->si", Pc, V), jnp.einsum("sibj,si->bj", Pc, g_fixed)
+        d_pose, d_speed, dPg = jax.jacfwd(of_coordinates)(Y)             # (2, 6, nB, 6) x2, (nB, 6, nB, 6)
+        # dx~_s / dX: coordinates columns (pose; speeds through P(Y)), speed columns (0; P)
+        dx = jnp.concatenate([jnp.concatenate([d_pose, jnp.zeros_like(d_pose)], -1),
+                              jnp.concatenate([d_speed, P], -1)], 1)    # (2, 12, nB, 12)
+        dg = jnp.stack([jnp.einsum("ij,jbk->ibk", d11, dx[0]) + jnp.einsum("ij,jbk->ibk", d12, dx[1]),
+                        jnp.einsum("ij,jbk->ibk", d21, dx[0]) + jnp.einsum("ij,jbk->ibk", d22, dx[1])])
+        dG = jnp.einsum("siaj,sibk->ajbk", P, dg)
+        dG = dG.at[..., :6].add(dPg)
+        return G, dG
+    fn.n_blocks = nB
     return fn
 
 
@@ -191,27 +251,28 @@ def group_forces(model, group, x):
     topo = model.topology
     out = []
     for sig, idx, ifaces, blocks in subsets(topo, group):
-        fn = deformed_element(topo, group, sig)
+        kin = virtual_kinematics(topo, sig)
         prm, phi, psi = _params(model, group, idx, ifaces)
-        out.append((jax.vmap(fn)(prm, phi, psi, x[blocks]), blocks))
+
+        def one(p, f, s, X, kin=kin):
+            poses, P = kin(p, f, s, X[:, :6])
+            speeds = jnp.einsum("sibj,bj->si", P, X[:, 6:])
+            g1, g2 = group.element(p, jnp.concatenate([poses[0], speeds[0]]),
+                                   jnp.concatenate([poses[1], speeds[1]]))
+            return jnp.einsum("sibj,si->bj", P, jnp.stack([g1, g2]))
+        out.append((jax.vmap(one)(prm, phi, psi, x[blocks]), blocks))
     return out
 
 
 def group_jacobians(model, group, x):
     """As :func:`group_forces`, with d G / d X (e, nB, 6, nB, 12) over the
-    touched slots' (r, v)."""
+    touched slots' (r, v): a list of (G, dG, slots)."""
     topo = model.topology
     out = []
     for sig, idx, ifaces, blocks in subsets(topo, group):
-        fn = deformed_element(topo, group, sig)
+        fn = interface_element(topo, group, sig)
         prm, phi, psi = _params(model, group, idx, ifaces)
-
-        def with_jac(p, f, s, X):
-            def value(Y):
-                G = fn(p, f, s, Y)
-                return G, G
-            return jax.jacfwd(value, has_aux=True)(X)
-        dG, G = jax.vmap(with_jac)(prm, phi, psi, x[blocks])
+        G, dG = jax.vmap(fn)(prm, phi, psi, x[blocks])
         out.append((G, dG, blocks))
     return out
 
