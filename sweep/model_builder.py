@@ -400,9 +400,16 @@ def flexible_body(name, spec, side):
                           timoshenko=bool(bf.get("timoshenko", False)))
         M, K = assemble(frame)
         rb = reduce(M, K, nodes, at, n_modes=n_fixed)
-        check_mean_axis(rb, what)
     except FlexibleBodyError as err:
         raise ModelError(f"{what}: {err}") from None
+    if rb.n_modes % 6:
+        raise ModelError(f"{what}.fixed_interface_modes = {n_fixed}: gives {rb.n_modes} elastic modes (6 per "
+                         f"interface - 6 + these); the kernels need a multiple of 6: use "
+                         f"{n_fixed + (-rb.n_modes) % 6}")
+    try:
+        check_mean_axis(rb, what)
+    except FlexibleBodyError as err:
+        raise ModelError(str(err)) from None
     return rb, zeta
 
 

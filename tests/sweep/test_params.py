@@ -181,3 +181,31 @@ def test_damper_friction_target_and_stop_law_from_the_model_file(toy):
     dw["stop_law"] = "sticky"
     with pytest.raises(kernels.ModelError, match=r"model.stop_law = 'sticky' is not one of smooth, switching"):
         model_from_config(dw)
+
+
+def test_flexible_body_targets_scale_the_modal_stiffness_and_damping():
+    """``flexible.stiffness`` / ``flexible.damping``: factors on the modal
+    stiffness / damping rows of the named flexible body (all 6 columns of
+    each of its modal slots), nothing else; and the refusals."""
+    from kernels.model import build_model
+    from sweep.model_builder import build_tables
+    from sweep.params import build_parameters
+    from sweep.schema import ConfigError
+    model = build_model(build_tables(load_model_cfg("twist_beam")))
+    ps = build_parameters({"k": {"target": "flexible.stiffness", "elements": "cross_*", "bounds": [0.5, 2.0]},
+                           "c": {"target": "flexible.damping", "elements": "cross_member", "bounds": [0.5, 2.0]}},
+                          model)
+    out = ps.apply(model, jnp.array([1.5, 0.7]))
+    np.testing.assert_allclose(np.asarray(out.flex["k"]), 1.5 * np.asarray(model.flex["k"]), rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(out.flex["c"]), 0.7 * np.asarray(model.flex["c"]), rtol=1e-15)
+    np.testing.assert_array_equal(np.asarray(out.flex["phi"]), np.asarray(model.flex["phi"]))
+    np.testing.assert_array_equal(np.asarray(out.bu_k_scale), np.asarray(model.bu_k_scale))
+    # differentiable: d(sum k)/d theta = sum k
+    g = jax.grad(lambda t: jnp.sum(ps.apply(model, t).flex["k"]))(jnp.array([1.0, 1.0]))
+    np.testing.assert_allclose(np.asarray(g), [float(jnp.sum(model.flex["k"])), 0.0], rtol=1e-12)
+    for spec, message in (({"elements": "arm_*"}, "matches no flexible"),
+                          ({"directions": "radial"}, "takes neither directions nor mode=value"),
+                          ({"mode": "value", "nominal": 1.0}, "takes neither directions nor mode=value")):
+        with pytest.raises(ConfigError, match=message):
+            build_parameters({"k": {"target": "flexible.stiffness", "elements": "cross_member",
+                                    "bounds": [0.5, 2.0], **spec}}, model)
