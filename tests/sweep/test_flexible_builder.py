@@ -21,13 +21,13 @@ def test_tables_of_the_twist_beam(cfg):
     body = next(b for b in tables["bodies"] if b["name"] == "cross_member")
     assert fb["body"] == body["index"] and len(fb["frequencies"]) == 12
     # the frame sits at the centre of mass: mid-way between the welds (the beam is symmetric)
-    np.testing.assert_allclose(body["position"], [0.30, 0.0, 0.025], atol=1e-12)
+    np.testing.assert_allclose(body["position"], [0.30, 0.0, 0.06], atol=1e-12)
     # 9.9e-4 m^2 x 7850 kg/m^3 x 1.2 m
     np.testing.assert_allclose(body["mass"], 9.9e-4 * 7850.0 * 1.2, rtol=1e-12)
     # both weld markers on the cross member are interfaces, at the weld points
     markers = {mk["index"]: mk for mk in tables["markers"]}
     at = sorted(tuple(np.round(markers[i["marker"]]["position"], 6)) for i in fb["interfaces"])
-    assert at == [(0.3, -0.6, 0.025), (0.3, 0.6, 0.025)]
+    assert at == [(0.3, -0.6, 0.06), (0.3, 0.6, 0.06)]
     build_model(tables)                  # the kernels accept them
 
 
@@ -48,7 +48,7 @@ def test_bad_flexible_body_names_field_and_value(cfg, edit, message):
 
 def test_an_element_off_the_interfaces_is_refused(cfg):
     c = copy.deepcopy(cfg)
-    c["per_side"]["bushings"]["weld"]["at"] = [0.3, 0.5, 0.025]      # a beam node, not an interface
+    c["per_side"]["bushings"]["weld"]["at"] = [0.3, 0.5, 0.06]      # a beam node, not an interface
     with pytest.raises(ModelError, match=r"weld_left: its marker on flexible body cross_member .* is not at one "
                                          r"of the body's interfaces"):
         build_tables(c)
