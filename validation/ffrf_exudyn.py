@@ -127,9 +127,9 @@ def static_wheel_positions(model, rb, nodes, M, K, u_wheels, frame_position):
     opts.staticSolver.newton.absoluteTolerance = 1e-10
     opts.staticSolver.newton.maxIterations = 50
     opts.staticSolver.numberOfLoadSteps = 1
-    opts.linearSolverType = exu.LinearSolverType.EigenSparse
-    opts.displayComputationTime = False
-    opts.displayStatistics = False
+    opts.linearSolver.solverType = exu.LinearSolverType.EigenSparse
+    opts.show.computationTime = False
+    opts.show.statistics = False
     mbs.SolveStatic(opts)
     return np.array([mbs.GetSensorValues(sensors[s]) for s in ("left", "right")])
 
@@ -147,11 +147,11 @@ def step_response(model, rb, nodes, M, K, u_wheels, frame_position, t_end, h, sp
     opts.timeIntegration.newton.relativeTolerance = 1e-10
     opts.timeIntegration.newton.absoluteTolerance = 1e-8
     opts.timeIntegration.verboseMode = 0
-    opts.solutionSettings.sensorsWritePeriod = float(h)
-    opts.solutionSettings.writeSolutionToFile = False
-    opts.linearSolverType = exu.LinearSolverType.EigenSparse
-    opts.displayComputationTime = False
-    opts.displayStatistics = False
+    opts.solution.sensors.writePeriod = float(h)
+    opts.solution.file.write = False
+    opts.linearSolver.solverType = exu.LinearSolverType.EigenSparse
+    opts.show.computationTime = False
+    opts.show.statistics = False
     mbs.SolveDynamic(opts)
     data = [np.asarray(mbs.GetSensorStoredData(sensors[s])) for s in ("left", "right")]
     return data[0][:, 0], np.stack([d[:, 1:4] for d in data], 1)
