@@ -132,13 +132,15 @@ def test_bad_values_give_one_line_errors(override, message, capsys, tmp_path):
 
 
 def test_twist_beam_lhs_job_with_a_flexible_cross_member(tmp_path):
-    """The job pipeline on a model with a flexible body: a 4-variant lhs of
-    the twist beam (pivot bushings, cross-member stiffness and damping) runs,
-    every variant ok, the cube passes the public schema with its modal
-    coordinates counted (n_dof = 6 n_bodies + n_modal_coordinates)."""
-    out = tmp_path / "lsrt2.zarr"
-    proc = cli("model=twist_beam", "sweep=lhs_twist_beam", "sweep.n_variants=4", "loadcase.t_end=5.1",
-               "loadcase.wheel_loads.left.fz=3100", "loadcase.wheel_loads.right.fz=3100", f"output.path={out}")
+    """The job pipeline on a model with a flexible body: a 2-variant lhs of
+    the twist beam's modes (pivot bushings, cross-member stiffness and
+    damping) runs, every variant ok, the cube passes the public schema with
+    its modal coordinates counted (n_dof = 6 n_bodies + n_modal_coordinates),
+    and the cross member's modes are among the axle's. (The modes kind:
+    its program compiles in half the time of the time response's.)"""
+    out = tmp_path / "modes.zarr"
+    proc = cli("model=twist_beam", "loadcase=modes", "sweep=lhs_twist_beam", "sweep.n_variants=2",
+               f"output.path={out}")
     assert proc.returncode == 0, proc.stderr
     assert "5 bodies (and 12 modal coordinates of flexible bodies), 14 force elements, 42 DOF" in proc.stdout
     from sweep import cube_schema
@@ -148,7 +150,9 @@ def test_twist_beam_lhs_job_with_a_flexible_cross_member(tmp_path):
         assert check.returncode == 0, check.stdout + check.stderr
     ds = xr.open_zarr(out)
     assert (ds.attrs["n_bodies"], ds.attrs["n_modal_coordinates"], ds.attrs["n_dof"]) == (5, 12, 42)
-    assert np.all(ds.status.values == 0) and ds.sizes["variant"] == 4
-    # the cross member's stiffness is a parameter of the cube, and the variants differ
+    assert np.all(ds.status.values == 0) and ds.sizes["variant"] == 2
     assert "cross_member_stiffness" in ds
-    assert np.ptp(ds.wheel_centre_displacement.isel(time=-1, side=0, axis=0).values) > 1e-5
+    # a mode carried by the cross member's modal coordinates, and the variants differ
+    energy = ds.body_energy.sel(body=["cross_member.modes_0", "cross_member.modes_1"]).sum("body")
+    assert float(energy.max()) > 0.5
+    assert np.ptp(ds.frequency.isel(mode=2).values) > 1e-3
