@@ -287,6 +287,8 @@ LONGEST_FIRST = ["test_tune.py",                   # 16 min: recovery run, const
                  "test_validation.py",             # 10 min
                  "test_codegen.py",                # ~10 min: generated C of the toy axle (5 cases) and the double wishbone
                  "test_methods.py",                # 8 min
+                 "test_flexible.py",               # ~3 min: Radau, rigid limit, FE eigenproblem (2026-11-27)
+                 "test_twist_beam.py",             # ~1.5 min
                  "test_element_registry.py",       # 5 min
                  "test_leaf_spring.py",            # 2-3 min
                  "test_kc.py", "test_energy.py", "test_faults.py", "test_app.py", "test_tracecache.py",
