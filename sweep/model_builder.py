@@ -260,6 +260,7 @@ P2P = {"bodies": ANY, "from": POINT, "to": POINT, "kind": ANY, "stiffness": ANY,
 SECTION = dict.fromkeys(("E", "G", "A", "Iy", "Iz", "J", "rho", "Ay", "Az"))
 FLEXIBLE = {"beam_frame": {"path": ANY, "divisions": ANY, "section": SECTION, "orientation": AXIS,
                            "timoshenko": ANY},
+            "fe_export": {"npz": ANY, "matrix_market": {"mass": ANY, "stiffness": ANY, "nodes": ANY}},
             "interfaces": ANY, "fixed_interface_modes": ANY, "damping_ratio": ANY}
 ALIGNMENT = {"toe_deg": ANY, "camber_deg": ANY, "toe_by": ANY, "camber_by": ANY,
              "seat_offset_of": ANY, "wheel_load": ANY, "pretension": Names(ANY)}
@@ -344,22 +345,37 @@ def yaml_line(source, keys):
 INTERFACE_TOL = 1e-6     # m: a marker on a flexible body lies on one of its interface nodes
 
 
-def flexible_body(name, spec, side):
+def flexible_body(name, spec, side, source=None):
     """The Craig-Bampton body of a ``flexible_bodies`` entry: (ReducedBody,
-    damping ratio). ``beam_frame.path``: point specs joined by straight
-    elements, each segment in ``divisions`` elements; ``section``: the
-    :class:`sweep.flexible.Section` fields (SI units); ``interfaces``: point
-    specs of the nodes where elements attach (each must be a node of the
-    path); ``fixed_interface_modes``: the number of fixed-interface normal
-    modes (the body's elastic modes are 6 per interface - 6 plus these, a
-    multiple of 6); ``damping_ratio``: modal damping ratio(s)."""
-    from sweep.flexible import BeamFrame, FlexibleBodyError, Section, assemble, reduce
+    damping ratio). The FE model is one of
+
+    * ``beam_frame``: ``path`` point specs joined by straight elements, each
+      segment in ``divisions`` elements; ``section``: the
+      :class:`sweep.flexible.Section` fields (SI units);
+    * ``fe_export``: an FE export, ``npz: PATH`` (arrays M, K, nodes) or
+      ``matrix_market: {mass: PATH, stiffness: PATH, nodes: PATH}``
+      (:mod:`sweep.flexible.fe_import`); node positions in the vehicle frame
+      at the design position [m], 6 DOF per node; relative paths from the
+      model file's folder (``source``), else the working directory. Its
+      reduction is cached beside the compilation cache (``craig_bampton/``).
+
+    ``interfaces``: point specs of the nodes where elements attach (each a
+    node of the FE model, 1 um); ``fixed_interface_modes``: the number of
+    fixed-interface normal modes (the body's elastic modes are 6 per
+    interface - 6 plus these, a multiple of 6); ``damping_ratio``: modal
+    damping ratio(s)."""
+    from sweep.flexible import FlexibleBodyError, reduce
     what = f"model.flexible_bodies.{name}"
     if not isinstance(spec, dict):
         raise ModelError(f"{what} must be a mapping")
+    if ("beam_frame" in spec) == ("fe_export" in spec):
+        raise ModelError(f"{what}: give exactly one FE model, beam_frame or fe_export")
+    if "fe_export" in spec:
+        return _fe_export_body(what, spec, side, source)
     bf = spec.get("beam_frame")
     if not isinstance(bf, dict):
         raise ModelError(f"{what}.beam_frame: missing (the FE model of the body)")
+    from sweep.flexible import BeamFrame, Section, assemble
     path = bf.get("path")
     if not isinstance(path, list) or len(path) < 2:
         raise ModelError(f"{what}.beam_frame.path = {path!r}: need a list of at least two points")
@@ -375,6 +391,23 @@ def flexible_body(name, spec, side):
     missing = [k for k in ("E", "G", "A", "Iy", "Iz", "J", "rho") if k not in sec]
     if missing:
         raise ModelError(f"{what}.beam_frame.section: missing {', '.join(missing)}")
+    zeta, n_fixed, at = _reduction_spec(what, spec, side, nodes, "beam_frame.path")
+    try:
+        frame = BeamFrame(nodes=nodes, elements=np.array([[i, i + 1] for i in range(len(nodes) - 1)]),
+                          sections=Section(**{k: float(v) for k, v in sec.items()}),
+                          orientation=None if bf.get("orientation") is None else
+                          side.axis(bf["orientation"], f"{what}.beam_frame.orientation"),
+                          timoshenko=bool(bf.get("timoshenko", False)))
+        M, K = assemble(frame)
+        rb = reduce(M, K, nodes, at, n_modes=n_fixed)
+    except FlexibleBodyError as err:
+        raise ModelError(f"{what}: {err}") from None
+    return _checked(what, rb, n_fixed), zeta
+
+
+def _reduction_spec(what, spec, side, nodes, node_source):
+    """(damping ratio, fixed-interface mode count, interface node indices) of a
+    ``flexible_bodies`` entry whose FE model has the node positions ``nodes``."""
     zeta = spec.get("damping_ratio")
     if zeta is None:
         raise ModelError(f"{what}.damping_ratio: missing (modal damping ratio of the elastic modes)")
@@ -390,18 +423,49 @@ def flexible_body(name, spec, side):
         d = np.linalg.norm(nodes - x, axis=1)
         if d.min() > INTERFACE_TOL:
             raise ModelError(f"{what}.interfaces[{j}] = {p!r} at {np.round(x, 4).tolist()} is not a node of "
-                             f"beam_frame.path (nearest {d.min() * 1e3:.3g} mm away)")
+                             f"{node_source} (nearest {d.min() * 1e3:.3g} mm away)")
         at.append(int(np.argmin(d)))
+    return zeta, n_fixed, at
+
+
+def _fe_export_body(what, spec, side, source):
+    """The reduced body of an ``fe_export`` entry (cached reduction)."""
+    import os
+    from sweep import runtime
+    from sweep.flexible import FlexibleBodyError, load_matrix_market, load_npz, reduce_cached
+    fe = spec["fe_export"]
+    if not isinstance(fe, dict) or len(fe) != 1 or not set(fe) <= {"npz", "matrix_market"}:
+        raise ModelError(f"{what}.fe_export = {fe!r}: give one of npz: PATH or matrix_market: "
+                         "{mass: PATH, stiffness: PATH, nodes: PATH}")
+    base = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+
+    def path(p, key):
+        if not isinstance(p, str) or not p:
+            raise ModelError(f"{what}.fe_export.{key} = {p!r}: need a file path")
+        full = p if os.path.isabs(p) else os.path.join(base, p)
+        if not os.path.isfile(full):
+            raise ModelError(f"{what}.fe_export.{key} = {p!r}: no such file ({full})")
+        return full
     try:
-        frame = BeamFrame(nodes=nodes, elements=np.array([[i, i + 1] for i in range(len(nodes) - 1)]),
-                          sections=Section(**{k: float(v) for k, v in sec.items()}),
-                          orientation=None if bf.get("orientation") is None else
-                          side.axis(bf["orientation"], f"{what}.beam_frame.orientation"),
-                          timoshenko=bool(bf.get("timoshenko", False)))
-        M, K = assemble(frame)
-        rb = reduce(M, K, nodes, at, n_modes=n_fixed)
+        if "npz" in fe:
+            model = load_npz(path(fe["npz"], "npz"))
+        else:
+            mm = fe["matrix_market"] or {}
+            model = load_matrix_market(*(path(mm.get(k), f"matrix_market.{k}") for k in ("mass", "stiffness", "nodes")))
+    except FlexibleBodyError as err:
+        raise ModelError(f"{what}.fe_export: {err}") from None
+    zeta, n_fixed, at = _reduction_spec(what, spec, side, model.nodes, "the FE export's nodes")
+    cache = os.path.join(runtime.cache_dir() or os.path.join(base, ".cache"), "craig_bampton")
+    try:
+        rb = reduce_cached(model.M, model.K, model.nodes, at, n_modes=n_fixed, cache_dir=cache)
     except FlexibleBodyError as err:
         raise ModelError(f"{what}: {err}") from None
+    return _checked(what, rb, n_fixed), zeta
+
+
+def _checked(what, rb, n_fixed):
+    """The reduced body, refused unless its modes fill whole state slots and are mean-axis."""
+    from sweep.flexible import FlexibleBodyError
     if rb.n_modes % 6:
         raise ModelError(f"{what}.fixed_interface_modes = {n_fixed}: gives {rb.n_modes} elastic modes (6 per "
                          f"interface - 6 + these); the kernels need a multiple of 6: use "
@@ -410,7 +474,7 @@ def flexible_body(name, spec, side):
         check_mean_axis(rb, what)
     except FlexibleBodyError as err:
         raise ModelError(str(err)) from None
-    return rb, zeta
+    return rb
 
 
 def flexible_rows(flexible, markers):
@@ -712,7 +776,7 @@ def build_tables(cfg, source=None) -> dict:
     for name, spec in (shared.get("flexible_bodies") or {}).items():
         if name in body_id:
             raise ModelError(f"model.flexible_bodies.{name}: duplicate body name")
-        rb, zeta = flexible_body(name, spec, centre)
+        rb, zeta = flexible_body(name, spec, centre, source or model_source())
         body_id[name] = len(bodies) + 1
         bodies.append(frame_row(rb, name=name, index=body_id[name], origin=np.zeros(3)))
         flexible.append((name, body_id[name], rb, zeta))

@@ -60,3 +60,44 @@ def test_an_unknown_key_is_named_with_its_path(cfg):
     with pytest.raises(ModelError, match=r"model.shared.flexible_bodies.cross_member.fixed_interface_mode: "
                                          r"unknown key \(did you mean 'fixed_interface_modes'\?\)"):
         build_tables(c)
+
+
+def test_fe_export_gives_the_same_body_and_its_reduction_is_cached(cfg, tmp_path, monkeypatch):
+    """The second input path: the cross member's beam-frame matrices written
+    as an FE export (.npz, node positions in the vehicle frame) give the same
+    flexible body as the beam_frame entry; the reduction is cached beside the
+    compilation cache and read back (a second build does not reduce again)."""
+    from sweep.flexible import BeamFrame, Section, assemble, craig_bampton
+    from sweep.model_builder import _Side
+    monkeypatch.setenv("AXLE_JAX_CACHE_DIR", str(tmp_path / "cache"))
+    spec = cfg["shared"]["flexible_bodies"]["cross_member"]
+    bf = spec["beam_frame"]
+    side = _Side(cfg["hardpoints"], "left")
+    a, b = (side.point(p, "path") for p in bf["path"])
+    nodes = np.array([a + (b - a) * k / bf["divisions"] for k in range(bf["divisions"] + 1)])
+    M, K = assemble(BeamFrame(nodes=nodes, elements=np.array([[i, i + 1] for i in range(len(nodes) - 1)]),
+                              sections=Section(**bf["section"]), orientation=np.asarray(bf["orientation"], float)))
+    np.savez(tmp_path / "cross.npz", M=M.toarray(), K=K.toarray(), nodes=nodes)
+    c = copy.deepcopy(cfg)
+    fx = c["shared"]["flexible_bodies"]["cross_member"]
+    fx.pop("beam_frame")
+    fx["fe_export"] = {"npz": str(tmp_path / "cross.npz")}
+    ref = build_tables(cfg)["flexible_bodies"][0]
+    got = build_tables(c)["flexible_bodies"][0]
+    np.testing.assert_allclose(got["frequencies"], ref["frequencies"], rtol=1e-9)
+    for gi, ri in zip(got["interfaces"], ref["interfaces"]):
+        # mode shapes up to the sign of each mode (both made deterministic the same way)
+        np.testing.assert_allclose(np.abs(gi["translation"]), np.abs(ri["translation"]), atol=1e-9)
+    assert len(list((tmp_path / "cache" / "craig_bampton").glob("craig_bampton-*.npz"))) == 1
+    monkeypatch.setattr(craig_bampton, "reduce", lambda *a, **k: (_ for _ in ()).throw(AssertionError("reduced")))
+    again = build_tables(c)["flexible_bodies"][0]
+    np.testing.assert_array_equal(again["frequencies"], got["frequencies"])
+    # errors: both FE models, a missing file
+    both = copy.deepcopy(c)
+    both["shared"]["flexible_bodies"]["cross_member"]["beam_frame"] = bf
+    with pytest.raises(ModelError, match="give exactly one FE model, beam_frame or fe_export"):
+        build_tables(both)
+    gone = copy.deepcopy(c)
+    gone["shared"]["flexible_bodies"]["cross_member"]["fe_export"] = {"npz": "no/such.npz"}
+    with pytest.raises(ModelError, match=r"fe_export.npz = 'no/such.npz': no such file"):
+        build_tables(gone)
