@@ -19,7 +19,7 @@ moment), I3 and I4 (translational and rotational coupling) vanish at q = 0
 frame's full rigid-body dynamics (Newton-Euler with its gyroscopic term),
 modal stiffness ``omega^2`` and modal damping ``2 zeta omega`` (Gl. 9, Ke
 and De), and every force element at an interface node with its exact
-first-order kinematics (:func:`deformed_element`). Dropped: the terms of
+first-order kinematics (:func:`interface_element`). Dropped: the terms of
 first order in q of the mass matrix and of the quadratic velocity vector
 (I5, I8: the coupling ``M_tq = -R skew(I3 q)`` ..., centrifugal and Coriolis
 couplings ``omega x (omega x I3 q)``, ``2 omega x I3 dq/dt``) and geometric
@@ -34,13 +34,14 @@ Interface nodes. A force element at a marker on a flexible body sees the
 marker moved by the deformation: position ``p + Phi q``, orientation
 ``Rot(Psi q) R_m`` (body frame), and the marker's velocity and angular
 velocity gain ``Phi dq/dt`` and ``Psi dq/dt``. The element is evaluated
-unchanged on a *virtual rigid state* of its body that carries these
-(same pose of the frame, velocities shifted) with its marker pose replaced
-by the deformed one, and its generalised forces on the virtual velocities
-are mapped to the frame and modal coordinates by the transpose of the
-(linear) velocity map (virtual power). So every element group works at an
-interface node, and its Jacobian with respect to the frame and the modal
-slots comes out of forward-mode autodiff like any element's.
+unchanged on a *virtual rigid state* of its end: a rigid body that carries
+the element's marker (its local pose unchanged) to the deformed node, with
+speeds linear in the frame's and modal speeds (:func:`virtual_kinematics`).
+Its generalised forces on the virtual speeds map to the frame and modal
+coordinates by the transpose of that velocity map (virtual power), and its
+Jacobian - the group's closed form where it has one - by the chain rule
+(:func:`interface_element`). So every element group works at an interface
+node without code of its own.
 """
 from __future__ import annotations
 
@@ -68,10 +69,12 @@ def end_blocks(topo, slot, interface):
 def subsets(topo, group):
     """Static split of a group's elements by how their ends attach.
 
-    Yields ``(idx, ifaces, blocks)``: ``idx`` the elements (array), ``ifaces``
-    (len(idx), 2) their interface indices, and per end the tuple of block
-    *positions* ... see :func:`_signature`. Elements whose two ends are rigid
-    markers are left out (the rigid path of kernels.dynamics)."""
+    Returns a list of ``(sig, idx, ifaces, blocks)``, one per signature
+    ``sig`` (per end: its flexible body, -1 a rigid marker, -2 the ground):
+    ``idx`` the elements, ``ifaces`` (len(idx), 2) their interface indices,
+    ``blocks`` (len(idx), nB) the state slots each touches
+    (:func:`end_blocks` of end 1, then of end 2). Elements whose two ends
+    are rigid markers are left out (the rigid path of kernels.dynamics)."""
     bodies = np.asarray(group.bodies(topo)).reshape(-1, 2)
     ifaces = topo.interfaces(group)
     m = topo.n_bodies
@@ -234,7 +237,6 @@ def interface_element(topo, group, sig):
         dG = jnp.einsum("siaj,sibk->ajbk", P, dg)
         dG = dG.at[..., :6].add(dPg)
         return G, dG
-    fn.n_blocks = nB
     return fn
 
 
