@@ -127,6 +127,7 @@ def static_wheel_positions(model, rb, nodes, M, K, u_wheels, frame_position):
     opts.staticSolver.newton.absoluteTolerance = 1e-10
     opts.staticSolver.newton.maxIterations = 50
     opts.staticSolver.numberOfLoadSteps = 1
+    opts.solution.file.write = False
     opts.linearSolver.solverType = exu.LinearSolverType.EigenSparse
     opts.show.computationTime = False
     opts.show.statistics = False
