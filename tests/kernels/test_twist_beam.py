@@ -12,7 +12,7 @@ import pytest
 
 import kernels  # noqa: F401  (float64)
 from conftest import load_model_cfg
-from kernels import kc, metrics, statics
+from kernels import kc, metrics
 from kernels.model import build_model
 from sweep.model_builder import build_tables
 from tests.kernels.test_axle_kinematics import _stop_clearances, carrier_freedoms
@@ -57,15 +57,15 @@ def test_one_mechanism_freedom_with_the_cross_member_rigid(cfg):
 @pytest.mark.slow
 def test_design_state_ride_height_stops_and_alignment(cfg, model):
     al = cfg["alignment"]
+    # the wheel centres held at design height need the design wheel load
+    # (1e-3: 3 N, 0.1 mm at the 30 N/mm wheel rate), so the static state
+    # under that load is the design position
     eq = jax.jit(kc.design_position)(model)
-    u = jnp.zeros((2, 6)).at[:, 2].set(al["wheel_load"])
-    st = jax.jit(statics.static_equilibrium)(model, u)
-    assert bool(eq.converged) and bool(st.converged)
+    assert bool(eq.converged)
     np.testing.assert_allclose(np.asarray(eq.fz), al["wheel_load"], rtol=1e-3)
-    wc = np.asarray(metrics.wheel_centre_position(model, st.r))
-    z0 = np.asarray(kc.design_heights(model))
-    assert np.all(np.abs(wc[:, 2] - z0) < 5e-4), wc[:, 2] - z0
-    clear = _stop_clearances(model, st.r)
+    wc = np.asarray(metrics.wheel_centre_position(model, eq.r))
+    np.testing.assert_allclose(wc[:, 2], np.asarray(kc.design_heights(model)), atol=1e-9)
+    clear = _stop_clearances(model, eq.r)
     assert len(clear) == 4
     for k, v in clear.items():
         assert v >= 0.020, (k, v)
