@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import blocks, flexible
+from kernels import blocks, flexible, forces
 from kernels.linalg import inv3
 from kernels.rotations import euler_to_matrix, kinematic_matrix_blocks, mm, mv, skew
 
@@ -65,7 +65,7 @@ def generalised_forces(model, r, v, u):
                 continue
             bodies = np.asarray(bodies)[sel]
             prm = jax.tree_util.tree_map(lambda a: a[sel], prm)
-        g1, g2 = jax.vmap(group.element)(prm, x[bodies[:, 0]], x[bodies[:, 1]])
+        g1, g2 = forces.map_elements(group.element, prm, x[bodies[:, 0]], x[bodies[:, 1]])
         Q = Q.at[bodies[:, 0]].add(g1).at[bodies[:, 1]].add(g2)
     Q = _gravity_and_modal(model, Q[:m], r, v)
     return Q.at[topo.wheel_slots].add(_wheel_loads(model, r, u))
@@ -203,10 +203,10 @@ def _element_jacobians(model, r, v):
             x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]
             free = {"pair": (0, 1), "ground2": (0,), "ground1": (1,)}[kind]
             if jac_fn is not None:     # closed form (all four blocks; ground ones unused)
-                (g1, g2), (d1, d2) = jax.vmap(jac_fn)(p, x1, x2)
+                (g1, g2), (d1, d2) = forces.map_elements(jac_fn, p, x1, x2)
                 d = {0: d1, 1: d2}
             else:
-                (g1, g2), *ds = jax.vmap(_element_jac(fn, free))(p, x1, x2)
+                (g1, g2), *ds = forces.map_elements(_element_jac(fn, free), p, x1, x2)
                 d = dict(zip(free, ds))
             if kind == "pair":
                 dG += [d[0][0], d[1][0], d[0][1], d[1][1]]       # slots 11, 12, 21, 22

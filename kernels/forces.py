@@ -11,6 +11,7 @@ Element types are :class:`ElementGroup` objects in the registry
 a :func:`register_group` call (see the end of this module).
 """
 import contextlib
+import contextvars
 import dataclasses
 from typing import Callable, Mapping, Optional
 
@@ -20,6 +21,37 @@ import jax.numpy as jnp
 from kernels import curves
 from kernels.rotations import (euler_to_matrix, left_jacobian_inv_T_apply, mm, mtm, mtv, mv,
                                rotation_vector)
+
+# groups of at least this many elements are traced as a loop over the elements
+# (0: never); set only while a code generator traces (:func:`element_loops`)
+_ELEMENT_LOOPS = contextvars.ContextVar("element_loops", default=0)
+
+
+@contextlib.contextmanager
+def element_loops(min_elements=4):
+    """While tracing under this context, :func:`map_elements` maps a group of at
+    least ``min_elements`` elements with ``lax.map`` (a ``scan`` over the
+    elements) instead of ``vmap``. The values are the same; the jaxpr keeps
+    one copy of the element function in a loop instead of array operations
+    over the group. For code generators that translate a per-variant jaxpr
+    scalar by scalar (the generated backend, sweep.codegen): the loop keeps
+    their code about the group size smaller. XLA is faster with ``vmap``, so
+    the default is ``vmap``."""
+    token = _ELEMENT_LOOPS.set(int(min_elements))
+    try:
+        yield
+    finally:
+        _ELEMENT_LOOPS.reset(token)
+
+
+def map_elements(fn, *args):
+    """``jax.vmap(fn)(*args)`` over the elements of a group (leading axis of
+    every leaf of ``args``); a ``lax.map`` under :func:`element_loops`."""
+    k = _ELEMENT_LOOPS.get()
+    leaves = jax.tree_util.tree_leaves(args)
+    if k and leaves and leaves[0].shape[0] >= k:
+        return jax.lax.map(lambda a: fn(*a), args)
+    return jax.vmap(fn)(*args)
 
 
 def _pose(x):

@@ -33,7 +33,7 @@ def bushing_forces(model, r, v):
     """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m]."""
     x = states_with_ground(r, v)
     b = model.topology.bushing_bodies
-    return jax.vmap(forces.bushing_output)(forces.bushing_params(model), x[b[:, 0]], x[b[:, 1]])
+    return forces.map_elements(forces.bushing_output, forces.bushing_params(model), x[b[:, 0]], x[b[:, 1]])
 
 
 def chassis_reaction(model, r, v):
@@ -46,7 +46,7 @@ def chassis_reaction(model, r, v):
         b = group.bodies(topo)
         if len(b) == 0:
             continue
-        g1, g2 = jax.vmap(group.element)(group.params(model), x[b[:, 0]], x[b[:, 1]])
+        g1, g2 = forces.map_elements(group.element, group.params(model), x[b[:, 0]], x[b[:, 1]])
         total = total + jnp.sum(jnp.where((b[:, 0] == m)[:, None], g1[:, :3], 0.0), 0)
         total = total + jnp.sum(jnp.where((b[:, 1] == m)[:, None], g2[:, :3], 0.0), 0)
     return total

@@ -30,9 +30,33 @@ CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-
 _LINK = ("-fPIC", "-shared")
 
 
-def compile_flags():
+def compile_flags(mvec=None):
+    """The compiler flags; ``mvec`` (default: :func:`has_mvec`) adds glibc's
+    vector math library (``-DAXLE_MVEC``, linked with ``-lmvec``)."""
     extra = os.environ.get("AXLE_GENERATED_CFLAGS")
-    return tuple(extra.split()) + _LINK if extra else CFLAGS + _LINK
+    flags = tuple(extra.split()) if extra else CFLAGS
+    if has_mvec() if mvec is None else mvec:
+        flags += (MVEC,)
+    return flags + _LINK
+
+
+MVEC = "-DAXLE_MVEC"
+
+
+def has_mvec():
+    """Whether glibc's libmvec has every vector function the generated code
+    calls (x86-64 Linux, glibc >= 2.35); ``AXLE_GENERATED_MVEC=0`` turns it off."""
+    import platform
+    if os.environ.get("AXLE_GENERATED_MVEC", "1") == "0":
+        return False
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+        major, minor = (int(v) for v in version.split(".")[:2])
+    except (ValueError, OSError, AttributeError):
+        return False
+    return name == "glibc" and (major, minor) >= (2, 35)
 
 
 class BuildError(RuntimeError):
@@ -80,6 +104,16 @@ def build(gen, flags=None, log=None):
     if cc is None:
         raise BuildError("no C compiler found (set CC, or install cc / gcc / clang)")
     cflags = flags or compile_flags()
+    try:
+        return _build(gen, cc, cflags)
+    except BuildError:
+        if MVEC not in cflags:
+            raise
+        # libmvec missing or unusable on this machine: the scalar libm calls
+        return _build(gen, cc, tuple(f for f in cflags if f != MVEC))
+
+
+def _build(gen, cc, cflags):
     key = hashlib.sha256((gen.source + _compiler_id(cc) + " ".join(cflags)).encode()).hexdigest()[:24]
     so = os.path.join(cache_dir(), f"{key}.so")
     spent = 0.0
@@ -88,7 +122,8 @@ def build(gen, flags=None, log=None):
         with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
             objects = _compile_parts(cc, cflags, gen.source, tmp)
             out = os.path.join(tmp, "kernel.so")
-            res = subprocess.run([cc, *cflags, *objects, "-o", out, "-lm"], capture_output=True, text=True)
+            libs = ["-lmvec", "-lm"] if MVEC in cflags else ["-lm"]
+            res = subprocess.run([cc, *cflags, *objects, "-o", out, *libs], capture_output=True, text=True)
             if res.returncode:
                 raise BuildError(f"{os.path.basename(cc)} failed to link the generated code: {res.stderr[-2000:]}")
             os.replace(out, so)          # atomic: a concurrent job sees the whole library or none
@@ -136,15 +171,35 @@ def _finish(proc):
     return err if proc.returncode else ""
 
 
-def load_or_build(fn, *example_args, W=4, log=None, traced=None):
+def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None):
     """(Kernel inputs: Generated, ctypes function, info) for a per-variant
     function: from the cache when this jaxpr (with its constants, W and the
     generator's version) was built before - tracing only - else generated
     and compiled, then cached (``<key>.so`` and ``<key>.pkl``). ``traced``:
-    :func:`sweep.codegen.emit.trace`'s result when the caller has it."""
+    :func:`sweep.codegen.emit.trace`'s result when the caller has it.
+
+    ``prekey``: a key of everything ``fn`` closes over and of the source of
+    the packages (:func:`sweep.tracecache.fingerprint`), known without
+    tracing. The first build records which jaxpr it gave (``<prekey>.key``);
+    a rerun with the same prekey loads that entry without tracing
+    (``info['trace_skipped']``). A prekey that is unsure (an opaque closure)
+    is unique to its process, so it can only miss, never load stale code."""
     import pickle
     from sweep.codegen import emit
     t = time.perf_counter()
+    ref = None
+    if prekey and traced is None:
+        ref = os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W}".encode()).hexdigest()[:24] + ".key")
+        try:
+            with open(ref) as f:
+                key = f.read().strip()
+            with open(os.path.join(cache_dir(), f"{key}.pkl"), "rb") as f:
+                gen = pickle.load(f)
+            fn_c, spent = build(gen)
+            return gen, fn_c, {"cached": True, "trace_skipped": True, "trace_s": time.perf_counter() - t,
+                               "generate_s": 0.0, "build_s": spent}
+        except Exception:  # noqa: BLE001 - no entry yet, or a damaged one: trace
+            pass
     traced = traced or emit.trace(fn, *example_args, W=W)
     key = traced[2]
     cc = compiler()
@@ -156,6 +211,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None):
             with open(meta, "rb") as f:
                 gen = pickle.load(f)
             fn_c, spent = build(gen)
+            _write_ref(ref, key)
             return gen, fn_c, {"cached": True, "trace_s": time.perf_counter() - t, "generate_s": 0.0,
                                "build_s": spent}
         except Exception:  # noqa: BLE001 - a damaged cache entry is rebuilt
@@ -169,19 +225,39 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None):
     with open(tmp, "wb") as f:
         pickle.dump(gen, f)
     os.replace(tmp, meta)
+    _write_ref(ref, key)
     return gen, fn_c, {"cached": False, "trace_s": t_trace, "generate_s": t_gen, "build_s": spent}
+
+
+def _write_ref(ref, key):
+    """Record (atomically) that the prekey file ``ref`` maps to the jaxpr key ``key``."""
+    if ref is None:
+        return
+    tmp = ref + f".{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(key)
+    os.replace(tmp, ref)
 
 
 class Kernel:
     """A built generated function over chunks: ``kernel(*arrays)`` with every
     array's leading axis the variants (C, ...) returns the outputs (C, ...)
-    as numpy arrays in the function's output tree."""
+    as numpy arrays in the function's output tree.
+
+    Memory: the generated code writes its outputs variant-major straight
+    into the result (no transposition after the call); the workspaces and
+    the worker threads live as long as the kernel, so a chunk touches no
+    fresh memory except its result (first touches of fresh pages and the
+    transposing copies were a third of a single-threaded chunk's time on
+    this project's VM, BENCHMARKS.md "Generated backend")."""
 
     def __init__(self, gen, fn, threads=None):
         self.gen, self.fn = gen, fn
         self.threads = int(threads or min(2, os.cpu_count() or 1))
         self.n_out = sum(int(np.prod(s, dtype=np.int64)) for s in gen.out_shapes)
         self._local = threading.local()
+        self._pool = None
+        self._lock = threading.Lock()
 
     def _buffers(self):
         b = getattr(self._local, "buf", None)
@@ -192,6 +268,10 @@ class Kernel:
         return b
 
     def __call__(self, *args):
+        with self._lock:                 # one chunk at a time: the buffers are the kernel's
+            return self._call(*args)
+
+    def _call(self, *args):
         import jax
         W = self.gen.W
         leaves = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(args)]
@@ -202,24 +282,32 @@ class Kernel:
         pad[:C] = flat
         pad[C:] = flat[:1]                       # padding lanes repeat the first variant
         xin = np.ascontiguousarray(pad.reshape(G, W, -1).transpose(0, 2, 1))      # (G, n_in, W)
-        out = np.empty((G, self.n_out, W))
+        out = np.empty((G * W, self.n_out))       # variant-major: the generated code writes its W rows
         P = ctypes.POINTER(ctypes.c_double)
 
         def one(g):
             ws, ar = self._buffers()
-            xo = out[g]
+            xo = out[g * W]
             self.fn(xin[g].ctypes.data_as(P), xo.ctypes.data_as(P), ws.ctypes.data_as(P), ar.ctypes.data_as(P))
 
         if self.threads > 1 and G > 1:
-            with ThreadPoolExecutor(self.threads) as ex:
-                list(ex.map(one, range(G)))
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads)
+            list(self._pool.map(one, range(G)))
         else:
             for g in range(G):
                 one(g)
-        flat_out = out.transpose(0, 2, 1).reshape(G * W, self.n_out)[:C]
         res, k = [], 0
         for shape, dt in zip(self.gen.out_shapes, self.gen.out_dtypes):
             n = int(np.prod(shape, dtype=np.int64))
-            res.append(flat_out[:, k:k + n].reshape((C,) + tuple(shape)).astype(dt))
+            res.append(out[:C, k:k + n].astype(dt, copy=False).reshape((C,) + tuple(shape)))
             k += n
         return jax.tree_util.tree_unflatten(self.gen.treedef, res)
+
+    def close(self):
+        """Stop the worker threads (also at garbage collection)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    __del__ = close

@@ -26,15 +26,33 @@ typedef double vd __attribute__((vector_size(W * 8), aligned(8)));
 #define S(c) (((vd){0}) + (double)(c))
 #define L1(name, expr) static inline vd name(vd a) { vd r; for (int l = 0; l < W; l++) { double x = a[l]; r[l] = (expr); } return r; }
 #define L2(name, expr) static inline vd name(vd a, vd b) { vd r; for (int l = 0; l < W; l++) { double x = a[l], y = b[l]; r[l] = (expr); } return r; }
+#if defined(AXLE_MVEC) && W == 4 && defined(__AVX2__)
+/* glibc's vector math library (libmvec, AVX2: 4 doubles per call, <= 4 ulp)
+   instead of one libm call per lane: the transcendental functions were a
+   quarter of the double wishbone's step (BENCHMARKS.md, "Generated backend") */
+#include <immintrin.h>
+#define M1(name, f) __m256d _ZGVdN4v_##f(__m256d); \
+  static inline vd name(vd a) { return (vd)_ZGVdN4v_##f((__m256d)a); }
+#define M2(name, f) __m256d _ZGVdN4vv_##f(__m256d, __m256d); \
+  static inline vd name(vd a, vd b) { return (vd)_ZGVdN4vv_##f((__m256d)a, (__m256d)b); }
+M1(v_sin, sin) M1(v_cos, cos) M1(v_tan, tan) M1(v_tanh, tanh) M1(v_asin, asin) M1(v_acos, acos)
+M1(v_atan, atan) M1(v_sinh, sinh) M1(v_cosh, cosh) M1(v_exp, exp) M1(v_log, log) M1(v_log1p, log1p)
+M1(v_expm1, expm1) M1(v_cbrt, cbrt) M1(v_erf, erf) M1(v_exp2, exp2)
+M2(v_atan2, atan2) M2(v_pow, pow)
+#else
 L1(v_sin, sin(x)) L1(v_cos, cos(x)) L1(v_tan, tan(x)) L1(v_tanh, tanh(x)) L1(v_asin, asin(x))
-L1(v_acos, acos(x)) L1(v_atan, atan(x)) L1(v_sinh, sinh(x)) L1(v_cosh, cosh(x)) L1(v_sqrt, sqrt(x))
-L1(v_exp, exp(x)) L1(v_log, log(x)) L1(v_log1p, log1p(x)) L1(v_expm1, expm1(x)) L1(v_fabs, fabs(x))
+L1(v_acos, acos(x)) L1(v_atan, atan(x)) L1(v_sinh, sinh(x)) L1(v_cosh, cosh(x))
+L1(v_exp, exp(x)) L1(v_log, log(x)) L1(v_log1p, log1p(x)) L1(v_expm1, expm1(x))
+L1(v_cbrt, cbrt(x)) L1(v_erf, erf(x)) L1(v_exp2, exp2(x))
+L2(v_atan2, atan2(x, y)) L2(v_pow, pow(x, y))
+#endif
+L1(v_sqrt, sqrt(x)) L1(v_fabs, fabs(x))
 L1(v_sign, x > 0 ? 1.0 : (x < 0 ? -1.0 : x)) L1(v_floor, floor(x)) L1(v_ceil, ceil(x))
 L1(v_isfin, isfinite(x) ? 1.0 : 0.0) L1(v_lnot, x != 0 ? 0.0 : 1.0) L1(v_logistic, 1.0 / (1.0 + exp(-x)))
-L1(v_square, x * x) L1(v_rsqrt, 1.0 / sqrt(x)) L1(v_cbrt, cbrt(x)) L1(v_erf, erf(x)) L1(v_exp2, exp2(x))
+L1(v_square, x * x) L1(v_rsqrt, 1.0 / sqrt(x))
 L1(v_round_, round(x)) L1(v_trunc, trunc(x)) L1(v_nz, x != 0 ? 1.0 : 0.0)
-L2(v_max, (x > y || isnan(x)) ? x : y) L2(v_min, (x < y || isnan(x)) ? x : y) L2(v_atan2, atan2(x, y))
-L2(v_pow, pow(x, y)) L2(v_rem, fmod(x, y)) L2(v_idiv, trunc(x / y)) L2(v_nextafter, nextafter(x, y))
+L2(v_max, (x > y || isnan(x)) ? x : y) L2(v_min, (x < y || isnan(x)) ? x : y)
+L2(v_rem, fmod(x, y)) L2(v_idiv, trunc(x / y)) L2(v_nextafter, nextafter(x, y))
 L2(v_lt, x < y ? 1.0 : 0.0) L2(v_le, x <= y ? 1.0 : 0.0) L2(v_gt, x > y ? 1.0 : 0.0)
 L2(v_ge, x >= y ? 1.0 : 0.0) L2(v_eq, x == y ? 1.0 : 0.0) L2(v_ne, x != y ? 1.0 : 0.0)
 L2(v_land, (x != 0 && y != 0) ? 1.0 : 0.0) L2(v_lor, (x != 0 || y != 0) ? 1.0 : 0.0)
@@ -401,13 +419,17 @@ def to_c(prog, out_refs, W, chunk):
         parts.append(b)
         size += len(b)
     parts.append(SPLIT)
+    # run(): the inputs batch-minor (n_in vectors of W variants), the outputs
+    # variant-major: the W rows of the caller's (variants, n_out) result, each
+    # n_out long (no transposition left to do after the call)
+    n = len(out_refs)
     lines = ["void run(const double *in_, double *out_, double *ws_, double *ar_) {",
-             "  const vd *in = (const vd *)in_; vd *out = (vd *)out_; vd *ws = (vd *)ws_; vd *ar = (vd *)ar_;",
-             "  long it[32] = {0};"]
+             "  const vd *in = (const vd *)in_; vd *ws = (vd *)ws_; vd *ar = (vd *)ar_; vd *out = 0;",
+             "  long it[32] = {0};",
+             f"#define PUT(k, v) do {{ vd v_ = (v); for (int l = 0; l < W; l++) out_[(long)l * {n} + (k)] = v_[l]; }} while (0)"]
     lines.append("  " + " ".join(f"f{g}(PASS);" for g in top))
     # outputs: runs of consecutive arena elements are copied in loops
     k = 0
-    n = len(out_refs)
     while k < n:
         r = out_refs[k]
         if not isinstance(r, float) and r >= BUF:
@@ -415,11 +437,12 @@ def to_c(prog, out_refs, W, chunk):
             while j + 1 < n and not isinstance(out_refs[j + 1], float) and out_refs[j + 1] == out_refs[j] + 1:
                 j += 1
             if j > k:
-                lines.append(f"  memcpy(out + {k}, ar + {r - BUF}, sizeof(vd) * {j - k + 1});")
+                lines.append(f"  for (long e = 0; e < {j - k + 1}; e++) PUT({k} + e, ar[{r - BUF} + e]);")
                 k = j + 1
                 continue
-        lines.append(f"  out[{k}] = {em.ref(r, out_fn)};")
+        lines.append(f"  PUT({k}, {em.ref(r, out_fn)});")
         k += 1
+    lines.append("#undef PUT")
     lines.append("}")
     parts.append("\n".join(lines))
     return "\n".join(parts) + "\n", n_slots, em.n_statements

@@ -55,24 +55,34 @@ class GeneratedRunner:
         self.threads = threads
         self.info = {}
 
-    def lower(self, thetas):
-        return _Lowered(self, thetas)
+    def lower(self, thetas, key=None):
+        """``key``: the job's trace-cache key (:func:`sweep.tracecache.fingerprint`
+        of everything the runner closes over). With it a rerun skips tracing:
+        the equilibrium stage comes from the trace cache, the generated code
+        from the generated-code cache without tracing the integration."""
+        return _Lowered(self, thetas, key)
 
 
 class _Lowered:
-    def __init__(self, runner, thetas):
-        self.runner, self.thetas = runner, np.asarray(thetas)
+    def __init__(self, runner, thetas, key=None):
+        self.runner, self.thetas, self.key = runner, np.asarray(thetas), key
 
     def compile(self):
+        import hashlib
+        from sweep import tracecache
         from sweep.codegen import build, emit
         r = self.runner
         dev0 = jax.devices()[0]
-        first = r.first.lower(jax.device_put(self.thetas, dev0)).compile()
-        carry = jax.eval_shape(r.first, self.thetas)
+        sub = (lambda label: hashlib.sha256(f"{self.key}:{label}".encode()).hexdigest()) if self.key else \
+            (lambda label: None)
+        first_fn, first_loaded = tracecache.traced(r.first, (self.thetas,), sub("equilibria"))
+        first = first_fn.lower(jax.device_put(self.thetas, dev0)).compile()
+        carry = jax.eval_shape(first_fn, self.thetas)
         theta0 = np.zeros(self.thetas.shape[1:], self.thetas.dtype)
         carry0 = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry)
         try:
-            gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=r.lanes)
+            gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=r.lanes,
+                                                prekey=sub("integration"))
         except (emit.Unsupported, build.BuildError) as err:
             log.warning(f"warning: generated backend not available ({err}); running on XLA")
             r.info = {"backend": "xla", "why": str(err)}
@@ -80,8 +90,13 @@ class _Lowered:
             return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(np.asarray(thetas), dev0)))
         kernel = build.Kernel(gen, fn, threads=r.threads)
         r.info = {"backend": "generated", "statements": gen.n_statements, "lanes": gen.W,
-                  "threads": kernel.threads, **info}
-        if info["cached"]:
+                  "threads": kernel.threads, **info,
+                  "trace_skipped": bool(first_loaded and info.get("trace_skipped"))}
+        if info.get("trace_skipped"):
+            log.info(f"generated backend: {gen.n_statements} statements from the cache (not traced: "
+                     f"loaded in {info['trace_s']:.1f} s), {gen.W} variants per vector, "
+                     f"{kernel.threads} thread(s)")
+        elif info["cached"]:
             log.info(f"generated backend: {gen.n_statements} statements from the cache (traced in "
                      f"{info['trace_s']:.1f} s), {gen.W} variants per vector, {kernel.threads} thread(s)")
         else:

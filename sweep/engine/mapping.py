@@ -193,14 +193,16 @@ class HostRunner:
     iterations)`` called eagerly for one variant after another and stacked.
 
     Used like a jitted function by :func:`sweep.engine.stream.compile_runner`:
-    ``runner.lower(thetas).compile()(thetas, m)`` runs the first ``m`` rows."""
+    ``runner.lower(thetas).compile()(thetas, m)`` runs the first ``m`` rows
+    (``key``, the trace-cache key of host runners that use one, is not used:
+    the eager stage has nothing to cache)."""
     host = True
 
     def __init__(self, first, second, micro_batch=None):
         self.first = map_variants(first, 1, micro_batch)
         self.second = second
 
-    def lower(self, thetas):
+    def lower(self, thetas, key=None):
         return _Lowered(self, thetas)
 
 

@@ -108,8 +108,9 @@ def compile_runner(ctx, runner, n_dev):
     tic = time.perf_counter()
 
     def build():
-        if getattr(runner.fn, "host", False):       # runs on the host, nothing to trace
-            return runner.fn.lower(np.asarray(thetas)).compile(), False
+        if getattr(runner.fn, "host", False):       # runs on the host; the generated backend keys its cache
+            compiled = runner.fn.lower(np.asarray(thetas), key=runner.key if n_dev == 1 else None).compile()
+            return compiled, bool(getattr(runner.fn, "info", {}).get("trace_skipped"))
         fn, loaded = tracecache.traced(runner.fn, (np.asarray(thetas),), runner.key if n_dev == 1 else None)
         return fn.lower(place(thetas)).compile(), loaded
     compiled, loaded = ctx.wait(build, doing="the compilation")
