@@ -27,17 +27,40 @@ import numpy as np
 # (BENCHMARKS.md, "Generated backend"); no FMA contraction (XLA's results);
 # AXLE_GENERATED_CFLAGS replaces the optimisation flags (experiments).
 CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
+# GCC only: the straight-line code is thousands of loads and stores of
+# workspace slots per function, and GCC's alias walks (value numbering,
+# dead-store elimination), RTL GCSE and post-reload CSE grew with their
+# square - 3/4 of its time. Bounded, the double wishbone's largest part
+# compiled 4.6x faster (BENCHMARKS.md "Generated backend", with the
+# run-time cost measured there).
+GCC_TUNING = ("-fno-tree-dse", "-fno-gcse", "--param=sccvn-max-alias-queries-per-access=32",
+              "--param=max-cse-insns=100", "--param=max-cselib-memory-locations=50")
 _LINK = ("-fPIC", "-shared")
 
 
-def compile_flags(mvec=None):
-    """The compiler flags; ``mvec`` (default: :func:`has_mvec`) adds glibc's
-    vector math library (``-DAXLE_MVEC``, linked with ``-lmvec``)."""
+def compile_flags(mvec=None, cc=None):
+    """The compiler flags for ``cc`` (default: :func:`compiler`): the
+    optimisation flags, GCC's compile-time bounds when ``cc`` is GCC, and
+    ``mvec`` (default: :func:`has_mvec`) glibc's vector math library
+    (``-DAXLE_MVEC``, linked with ``-lmvec``)."""
     extra = os.environ.get("AXLE_GENERATED_CFLAGS")
     flags = tuple(extra.split()) if extra else CFLAGS
+    cc = cc or compiler()
+    if not extra and cc and is_gcc(cc):
+        flags += GCC_TUNING
     if has_mvec() if mvec is None else mvec:
         flags += (MVEC,)
     return flags + _LINK
+
+
+def is_gcc(cc):
+    """Whether ``cc`` is GCC (its ``--version`` names the Free Software
+    Foundation; clang's does not)."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except Exception:  # noqa: BLE001
+        return False
+    return "Free Software Foundation" in out and "clang" not in out.lower()
 
 
 MVEC = "-DAXLE_MVEC"
@@ -103,7 +126,7 @@ def build(gen, flags=None, log=None):
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler found (set CC, or install cc / gcc / clang)")
-    cflags = flags or compile_flags()
+    cflags = flags or compile_flags(cc=cc)
     try:
         return _build(gen, cc, cflags)
     except BuildError:

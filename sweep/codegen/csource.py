@@ -82,6 +82,7 @@ class _Emitter:
         self.n_statements = 0
         self.time = 0
         self.t_def, self.t_last, self.loops_of, self.pending = {}, {}, {}, {}
+        self.used_itabs = set()  # index tables some loop still reads
 
     # pass 1: functions, uses and live ranges ------------------------------
     def plan(self, scope, loops=()):
@@ -236,18 +237,17 @@ class _Emitter:
                 continue
             if op == "aloop":
                 name, base, n, operands, kind = args
-                ex = [self.arena_ex(o, fn) for o in operands]
-                if name in ("add", "sub", "mul"):
-                    rhs = f" {dict(add='+', sub='-', mul='*')[name]} ".join(ex)
-                elif name == "div" and kind != "i":
-                    rhs = f"{ex[0]} / {ex[1]}"
-                elif name == "div":
-                    rhs = f"v_idiv({ex[0]}, {ex[1]})"
-                elif name == "neg":
-                    rhs = f"-{ex[0]}"
-                else:
-                    rhs = f"v_{name}({', '.join(ex)})"
-                lines.append(f"  for (long e = 0; e < {n}; e++) ar[{base - BUF} + e] = {rhs};")
+                segments = self.segments(operands, n)
+                if segments is None:
+                    rhs = self.arena_rhs(name, kind, [self.arena_ex(o, fn) for o in operands])
+                    lines.append(f"  for (long e = 0; e < {n}; e++) ar[{base - BUF} + e] = {rhs};")
+                    continue
+                # index tables made of a few runs (e.g. two arrays side by side, a
+                # transposed block): one loop per run, no table
+                for s0, ln, subs in segments:
+                    ex = [self.arena_ex(o, fn, s0, sub) for o, sub in zip(operands, subs)]
+                    rhs = self.arena_rhs(name, kind, ex)
+                    lines.append(f"  for (long e = 0; e < {ln}; e++) ar[{base - BUF + s0} + e] = {rhs};")
                 continue
             kind = self.p.dtype_of.get(i, "f")
             if op == "areduce":
@@ -261,15 +261,68 @@ class _Emitter:
                 lines.append(f"  ws[{self.slot[i]}] = v{i};")
         return lines
 
-    def arena_ex(self, o, fn):
+    def arena_ex(self, o, fn, s0=0, run=None):
+        """C of an arena-loop operand at loop index e; ``s0`` / ``run``: the
+        loop covers elements s0.. of the operand, an index table's run as
+        (first index, step)."""
         kd, v = o
         if kd == "c":
             return _const(v)
         if kd == "s":
             return self.ref(v, fn)
         if kd == "a":
-            return f"ar[{v - BUF} + e]"
+            return f"ar[{v - BUF + s0} + e]"
+        if run is not None:
+            first, step = run
+            return f"ar[{first}]" if step == 0 else f"ar[{first} + {step} * e]" if step != 1 else f"ar[{first} + e]"
+        self.used_itabs.add(v)
         return f"ar[itab{v}[e]]"
+
+    @staticmethod
+    def arena_rhs(name, kind, ex):
+        if name in ("add", "sub", "mul"):
+            return f" {dict(add='+', sub='-', mul='*')[name]} ".join(ex)
+        if name == "div" and kind != "i":
+            return f"{ex[0]} / {ex[1]}"
+        if name == "div":
+            return f"v_idiv({ex[0]}, {ex[1]})"
+        if name == "neg":
+            return f"-{ex[0]}"
+        return f"v_{name}({', '.join(ex)})"
+
+    def segments(self, operands, n, max_runs=256):
+        """The arena loop over ``n`` elements split where any index-table
+        operand's (first, step) run ends: [(start, length, per operand
+        (first, step) or None)], or None when no operand is a table or the
+        tables have more than ``max_runs`` runs (then the loop reads them)."""
+        tabs = {k: np.asarray(self.p.index_tables[v], np.int64) for k, (kd, v) in enumerate(operands) if kd == "t"}
+        if not tabs:
+            return None
+        cuts = {0, n}
+        for tab in tabs.values():
+            d = np.diff(tab)
+            change = np.nonzero(d[1:] != d[:-1])[0] + 1      # d[p] != d[p - 1]
+            r = 0                                            # a run starts at element r with step d[r]
+            while r < n - 1:
+                k = np.searchsorted(change, r, side="right")
+                p = int(change[k]) if k < len(change) else n - 1     # elements r..p keep the step
+                cuts.add(p + 1)
+                r = p + 1
+                if len(cuts) > max_runs + 1:
+                    return None
+        cuts = sorted(cuts)
+        out = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            subs = []
+            for k in range(len(operands)):
+                if k in tabs:
+                    tab = tabs[k]
+                    step = int(tab[a + 1] - tab[a]) if b - a > 1 else 0
+                    subs.append((int(tab[a]), step))
+                else:
+                    subs.append(None)
+            out.append((a, b - a, subs))
+        return out
 
     def loop(self, fn, loop: Loop):
         d = loop.depth
@@ -397,18 +450,24 @@ def to_c(prog, out_refs, W, chunk):
             if st[1] == "loop":
                 mark(st[2].fns, st[2].depth, st[2].body)
     mark(top, 0, prog.scopes[0])
-    parts = [PRELUDE % {"W": W}]
-    for t, tab in enumerate(prog.const_tables):
-        vals = ", ".join(repr(float(x)) if np.isfinite(x) else ("NAN" if np.isnan(x) else
-                         ("INFINITY" if x > 0 else "-INFINITY")) for x in np.asarray(tab).reshape(-1))
-        parts.append(f"static const double tab{t}[] = {{{vals}}};")
-    for t, tab in enumerate(prog.index_tables):
-        parts.append(f"static const long itab{t}[] = {{{', '.join(str(int(x)) for x in tab)}}};")
-    for g in range(len(em.functions)):
-        parts.append(f"FN f{g}(ARGS);")
     # the functions in PARTS pieces of about equal size (compiled in parallel)
     bodies = [f"FN f{g}(ARGS) {{\n" + "\n".join(em.body(g, st, depth_of_fn[g])) + "\n}"
               for g, st in enumerate(em.functions)]
+    parts = [PRELUDE % {"W": W}]
+    # the tables: declared in the prelude every part sees, defined once in the
+    # entry's part (each part parsed its own copy before: most of gcc's time
+    # for a long manoeuvre)
+    tables = []
+    for t, tab in enumerate(prog.const_tables):
+        vals = ", ".join(repr(float(x)) if np.isfinite(x) else ("NAN" if np.isnan(x) else
+                         ("INFINITY" if x > 0 else "-INFINITY")) for x in np.asarray(tab).reshape(-1))
+        parts.append(f"extern const double tab{t}[];")
+        tables.append(f"const double tab{t}[] = {{{vals}}};")
+    for t in sorted(em.used_itabs):
+        parts.append(f"extern const long itab{t}[];")
+        tables.append(f"const long itab{t}[] = {{{', '.join(str(int(x)) for x in prog.index_tables[t])}}};")
+    for g in range(len(em.functions)):
+        parts.append(f"FN f{g}(ARGS);")
     total = sum(map(len, bodies))
     size = 0
     parts.append(SPLIT)
@@ -423,7 +482,7 @@ def to_c(prog, out_refs, W, chunk):
     # variant-major: the W rows of the caller's (variants, n_out) result, each
     # n_out long (no transposition left to do after the call)
     n = len(out_refs)
-    lines = ["void run(const double *in_, double *out_, double *ws_, double *ar_) {",
+    lines = tables + ["void run(const double *in_, double *out_, double *ws_, double *ar_) {",
              "  const vd *in = (const vd *)in_; vd *ws = (vd *)ws_; vd *ar = (vd *)ar_; vd *out = 0;",
              "  long it[32] = {0};",
              f"#define PUT(k, v) do {{ vd v_ = (v); for (int l = 0; l < W; l++) out_[(long)l * {n} + (k)] = v_[l]; }} while (0)"]
