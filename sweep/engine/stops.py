@@ -6,7 +6,8 @@ stop: the handler only records the signal; compilation and the computation
 of a chunk run in a worker thread that the main thread waits on
 (:meth:`RunContext.wait`); a signal during that wait abandons the chunk in
 flight (nothing of it is written), a signal while a chunk is being written
-stops right after the write (its flag set). Either way :meth:`RunContext.exit`
+(by the writer thread, possibly while the next one is computed) stops
+right after the write (its flag set). Either way :meth:`RunContext.exit`
 prints one line (what is saved, how to resume), releases the store locks and
 ends the process with 128 + signal (130 SIGINT, 143 SIGTERM) without
 unwinding through JAX. Outside the main thread (no signal handlers possible)
@@ -35,6 +36,7 @@ class RunContext:
         self.store = None
         self.locks = []
         self.bar = None
+        self.pending_write = None   # a chunk's write in flight (a Future): finished before a stop
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -83,6 +85,11 @@ class RunContext:
 
     def exit(self, abandoned=None):
         name = signal.Signals(self.signum).name
+        if self.pending_write is not None:      # a finished chunk being written lands first
+            try:
+                self.pending_write.result()
+            except Exception:  # noqa: BLE001 - not flagged then; the store stays consistent
+                pass
         if self.store is None:
             msg = f"interrupted by {name} before any result was written; nothing to resume"
         else:

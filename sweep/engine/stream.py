@@ -143,10 +143,15 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
 
     ``run_chunk(thetas, m)`` runs one padded chunk (rows past ``m`` are the
     nominal axle) and returns (outputs dict, status, equilibrium iterations).
+    A chunk is written by a writer thread while the next one is computed
+    (at most one write in flight: the cube writes no longer add to the
+    computing time, BENCHMARKS.md "Generated backend"); a stop signal
+    during that write still finishes it first (:meth:`RunContext.exit`).
     A tqdm bar shows variants done, variants/s and ETA. A write error (disk
     full, ...) ends the job with one line (:class:`sweep.store.StoreError`);
     the chunk being written is not flagged, the store stays consistent.
     Updates and returns ``summary`` (variants_run, run_s)."""
+    from concurrent.futures import ThreadPoolExecutor
     X, C, pset = plan.X, plan.chunk, plan.pset
     n = len(X)
     bar = None
@@ -157,6 +162,29 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
                    dynamic_ncols=True)
     ctx.bar = bar
     tic = time.perf_counter()
+    writer = ThreadPoolExecutor(1, thread_name_prefix="sweep-writer")
+    pending = None
+
+    def finish(p):
+        """Wait for the write of a chunk, then count it (bar, summary, test hook)."""
+        fut, k, a, b, written = p
+        try:
+            ctx.wait(fut.result, doing="the chunk being written")
+        except OSError as err:
+            saved = int(store.done().sum()) if _readable(store) else "the finished"
+            raise cube_store.StoreError(
+                f"writing chunk {k} (variants {a}-{b - 1}) to {store.path} failed: {oserror_text(err)}; "
+                f"{saved} of {-(-n // C)} chunk(s) are saved and the store is consistent "
+                "(this chunk is not flagged); fix the cause and run the same command again "
+                "to resume") from None
+        finally:
+            ctx.pending_write = None
+        summary["variants_run"] += b - a
+        if bar is not None:
+            bar.update(b - a)
+        _test_kill_hook(written)
+        ctx.checkpoint()
+
     try:
         for written, k in enumerate(todo, 1):
             a, b = k * C, min(n, (k + 1) * C)
@@ -167,21 +195,23 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
             data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
             data["status"] = np.asarray(status)[: b - a]
             data["equilibrium_iterations"] = np.asarray(its)[: b - a]
-            try:
-                store.write_chunk(k, a, data)
-            except OSError as err:
-                saved = int(store.done().sum()) if _readable(store) else "the finished"
-                raise cube_store.StoreError(
-                    f"writing chunk {k} (variants {a}-{b - 1}) to {store.path} failed: {oserror_text(err)}; "
-                    f"{saved} of {-(-n // C)} chunk(s) are saved and the store is consistent "
-                    "(this chunk is not flagged); fix the cause and run the same command again "
-                    "to resume") from None
-            summary["variants_run"] += b - a
-            if bar is not None:
-                bar.update(b - a)
-            _test_kill_hook(written)
-            ctx.checkpoint()
+            if pending is not None:
+                p, pending = pending, None
+                finish(p)
+            fut = writer.submit(store.write_chunk, k, a, data)
+            ctx.pending_write = fut
+            pending = (fut, k, a, b, written)
+        if pending is not None:
+            p, pending = pending, None
+            finish(p)
     finally:
+        if pending is not None:          # an error while computing: the chunk before it still lands
+            try:
+                pending[0].result()
+            except Exception as err:  # noqa: BLE001 - the first error is the one raised
+                log.warning("writing chunk %d failed too: %s", pending[1], err)
+        ctx.pending_write = None
+        writer.shutdown(wait=True)
         ctx.bar = None
         if bar is not None:
             bar.close()
