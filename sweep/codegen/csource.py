@@ -361,7 +361,7 @@ class _Emitter:
 
 _PURE_SOURCES = ("in", "itaff", "xtab", "xarena")
 SPLIT = "/*@@ translation unit @@*/"     # the source is compiled in parts (sweep.codegen.build)
-PARTS = 4
+PARTS = 8
 
 
 def _uses(st):
