@@ -36,7 +36,8 @@ def element_loops(min_elements=4):
     over the group. For code generators that translate a per-variant jaxpr
     scalar by scalar (the generated backend, sweep.codegen): the loop keeps
     their code about the group size smaller. XLA is faster with ``vmap``, so
-    the default is ``vmap``."""
+    the default is ``vmap``. The mode is read while tracing: a function JAX
+    has traced (and cached) before keeps the trace it had."""
     token = _ELEMENT_LOOPS.set(int(min_elements))
     try:
         yield

@@ -985,8 +985,10 @@ def trace(fn, *example_args, W=4, chunk=CHUNK):
     text, its constants, the lanes, the chunking and the generator's
     version - what the generated code depends on (the build cache's key)."""
     from kernels.forces import element_loops
-    with element_loops():         # element groups as loops: one copy of the element code each
-        closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+    # element groups as loops (one copy of the element code each); traced as a
+    # fresh function, so that no trace JAX cached for ``fn`` without the loops is reused
+    with element_loops():
+        closed, shapes = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*example_args)
     out_tree = jax.tree_util.tree_structure(shapes)
     key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} {_generator_version()}".encode())
     return closed, out_tree, key.hexdigest()[:24]

@@ -293,3 +293,73 @@ def test_runner_runs_a_chunk_through_the_generated_code():
     assert gen_runner.info["backend"] == "generated"
     assert np.asarray(code).shape == (3,) and (np.asarray(code) == status.OK).all()
     assert np.asarray(outs["toe"]).shape == (3, 17, 2)
+
+
+@pytest.mark.parametrize("mvec", ["1", "0"])
+def test_transcendental_functions_equal_numpy(monkeypatch, mvec):
+    """The transcendental functions of the generated code - glibc's vector
+    math library (libmvec) where it is available, one libm call per variant
+    otherwise - against numpy, to a few ulp."""
+    monkeypatch.setenv("AXLE_GENERATED_MVEC", mvec)
+
+    def f(x):
+        y = 1.3 - x
+        return jnp.stack([jnp.sin(7 * x), jnp.cos(7 * x), jnp.tan(x), jnp.arctan2(x, y), jnp.exp(x),
+                          jnp.log1p(x * x), jnp.tanh(3 * x), jnp.arcsin(x / 2), jnp.arctan(5 * x),
+                          jnp.expm1(x), jnp.log(2 + x), jnp.power(2 + x, y), jnp.sinh(x), jnp.cosh(x)])
+
+    xs = np.linspace(-1.9, 1.9, 37)
+    k = _generated(f, xs)
+    got = np.asarray(k(xs))
+    y = 1.3 - xs
+    ref = np.stack([np.sin(7 * xs), np.cos(7 * xs), np.tan(xs), np.arctan2(xs, y), np.exp(xs),
+                    np.log1p(xs * xs), np.tanh(3 * xs), np.arcsin(xs / 2), np.arctan(5 * xs),
+                    np.expm1(xs), np.log(2 + xs), np.power(2 + xs, y), np.sinh(xs), np.cosh(xs)], axis=1)
+    np.testing.assert_allclose(got, ref, rtol=4e-15, atol=4e-16)
+    assert (build.MVEC in build.compile_flags()) == (mvec == "1" and build.has_mvec())
+
+
+def test_rerun_with_the_same_prekey_does_not_trace(monkeypatch):
+    """A prekey (the job's key of everything the function closes over) that
+    was built before loads the library without tracing; a new prekey traces."""
+    import uuid
+    prekey = uuid.uuid4().hex
+
+    def f(x):
+        return jnp.sin(x) * 3.0 + x ** 2
+    x0 = np.zeros(3)
+    gen, fn, info = build.load_or_build(f, x0, prekey=prekey)
+    assert not info.get("trace_skipped")
+
+    def no_trace(*a, **k):
+        raise AssertionError("traced")
+    monkeypatch.setattr(emit, "trace", no_trace)
+    gen2, fn2, info2 = build.load_or_build(f, x0, prekey=prekey)
+    assert info2["trace_skipped"] and gen2.key == gen.key
+    xs = np.linspace(-1, 1, 15).reshape(5, 3)
+    np.testing.assert_allclose(build.Kernel(gen2, fn2)(xs), np.sin(xs) * 3 + xs ** 2, rtol=1e-14)
+    with pytest.raises(AssertionError, match="traced"):
+        build.load_or_build(f, x0, prekey=prekey + "-other")
+
+
+def test_index_table_runs():
+    """An arena loop over an index table is split into loops over the
+    table's runs (first index + step * e) that reproduce every entry."""
+    import types
+    from sweep.codegen.csource import _Emitter
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        tabs = [np.cumsum(rng.choice([0, 1, 1, 1, 5, -3], size=n)) + 100 for _ in range(int(rng.integers(1, 3)))]
+        em = types.SimpleNamespace(p=types.SimpleNamespace(index_tables=tabs))
+        ops = [("t", k) for k in range(len(tabs))] + [("a", 1 << 40)]
+        segments = _Emitter.segments(em, ops, n, max_runs=10 ** 6)
+        assert sum(ln for _, ln, _ in segments) == n
+        for s0, ln, subs in segments:
+            for k, (first, step) in enumerate(subs[:len(tabs)]):
+                np.testing.assert_array_equal(first + step * np.arange(ln), tabs[k][s0:s0 + ln])
+            assert subs[-1] is None
+    two = [np.r_[np.arange(10, 20), np.arange(50, 60)]]
+    em = types.SimpleNamespace(p=types.SimpleNamespace(index_tables=two))
+    assert [(s, ln) for s, ln, _ in _Emitter.segments(em, [("t", 0)], 20)] == [(0, 10), (10, 10)]
+    assert _Emitter.segments(em, [("t", 0)], 20, max_runs=1) is None
