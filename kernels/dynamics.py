@@ -203,10 +203,11 @@ def _element_jacobians(model, r, v):
             x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]
             free = {"pair": (0, 1), "ground2": (0,), "ground1": (1,)}[kind]
             if jac_fn is not None:     # closed form (all four blocks; ground ones unused)
-                (g1, g2), (d1, d2) = forces.map_elements(jac_fn, p, x1, x2)
+                (g1, g2), (d1, d2) = forces.map_elements(jac_fn, p, x1, x2, weight=4 if kind == "pair" else 1)
                 d = {0: d1, 1: d2}
             else:
-                (g1, g2), *ds = forces.map_elements(_element_jac(fn, free), p, x1, x2)
+                (g1, g2), *ds = forces.map_elements(_element_jac(fn, free), p, x1, x2,
+                                                       weight=4 if kind == "pair" else 1)
                 d = dict(zip(free, ds))
             if kind == "pair":
                 dG += [d[0][0], d[1][0], d[0][1], d[1][1]]       # slots 11, 12, 21, 22

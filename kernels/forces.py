@@ -28,7 +28,7 @@ _ELEMENT_LOOPS = contextvars.ContextVar("element_loops", default=0)
 
 
 @contextlib.contextmanager
-def element_loops(min_elements=4):
+def element_loops(min_elements=16):
     """While tracing under this context, :func:`map_elements` maps a group of at
     least ``min_elements`` elements with ``lax.map`` (a ``scan`` over the
     elements) instead of ``vmap``. The values are the same; the jaxpr keeps
@@ -45,12 +45,19 @@ def element_loops(min_elements=4):
         _ELEMENT_LOOPS.reset(token)
 
 
-def map_elements(fn, *args):
+def map_elements(fn, *args, weight=1):
     """``jax.vmap(fn)(*args)`` over the elements of a group (leading axis of
-    every leaf of ``args``); a ``lax.map`` under :func:`element_loops`."""
+    every leaf of ``args``); a ``lax.map`` under :func:`element_loops` when
+    the group is large enough: ``weight`` x elements >= ``min_elements``.
+    ``weight``: the element code's size relative to one element's forces
+    (4 for the four Jacobian blocks of an element between two free bodies).
+    Below that, the unrolled elements keep their constants folded (a
+    stop's law, an empty characteristic), which paid more than the loop on
+    the twist beam's eight P2P elements (BENCHMARKS.md, "Generated backend,
+    third session")."""
     k = _ELEMENT_LOOPS.get()
     leaves = jax.tree_util.tree_leaves(args)
-    if k and leaves and leaves[0].shape[0] >= k:
+    if k and leaves and leaves[0].shape[0] * weight >= k:
         return jax.lax.map(lambda a: fn(*a), args)
     return jax.vmap(fn)(*args)
 
