@@ -12,6 +12,7 @@ releases the GIL during the call, so two threads use two cores).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -53,13 +54,19 @@ def compile_flags(mvec=None, cc=None):
     return flags + _LINK
 
 
+@functools.lru_cache(maxsize=None)
+def _version_text(cc):
+    """``cc --version`` (empty when it cannot be run); once per compiler and process."""
+    try:
+        return subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 def is_gcc(cc):
     """Whether ``cc`` is GCC (its ``--version`` names the Free Software
     Foundation; clang's does not)."""
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except Exception:  # noqa: BLE001
-        return False
+    out = _version_text(cc)
     return "Free Software Foundation" in out and "clang" not in out.lower()
 
 
@@ -114,10 +121,8 @@ _TMP = None
 
 
 def _compiler_id(cc):
-    try:
-        return subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
-    except Exception:  # noqa: BLE001
-        return cc
+    lines = _version_text(cc).splitlines()
+    return lines[0] if lines else cc
 
 
 def build(gen, flags=None, log=None):
