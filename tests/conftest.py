@@ -49,6 +49,13 @@ import numpy as np  # noqa: E402
 import pytest
 import yaml
 
+# integrator.backend=auto (the default) means XLA in the tests and their job
+# subprocesses: their references are XLA's, compared bitwise, and a test job
+# that generated C would compile its own library (30-60 s each). The generated
+# backend has its own tests (tests/sweep/test_codegen.py, which name it), and
+# tests/e2e/test_app.py runs the default job without this pin.
+os.environ.setdefault("AXLE_AUTO_BACKEND", "xla")
+
 # `python -m sweep` subprocesses of the tests share one persistent compilation
 # cache of their own (not the user's ~/.cache/axle-sweep/jax)
 os.environ.setdefault("AXLE_JAX_CACHE_DIR", os.path.join(tempfile.gettempdir(), "axle-sweep-tests-jax-cache"))

@@ -25,17 +25,35 @@ BACKENDS = ("xla", "generated", "auto")
 LANES = 4                 # variants per SIMD vector (AVX2: 4 float64); BENCHMARKS.md "Generated backend"
 
 
+AUTO_ENV = "AXLE_AUTO_BACKEND"   # xla | generated: what ``auto`` means in this process (the tests pin xla)
+
+
 def resolve(backend, jittable, platform=None):
-    """'xla' or 'generated' for the config's ``integrator.backend``: auto is
-    the generated code on a CPU for a traced (fixed-step) method when a C
-    compiler is there, XLA otherwise (accelerators, the host reference)."""
+    """'xla' or 'generated' for the config's ``integrator.backend`` (default
+    auto): auto is the generated code on a CPU for a traced (fixed-step)
+    method when a C compiler is there, XLA otherwise (accelerators, the
+    host reference methods). On a CPU without a compiler, auto logs one line
+    saying so. ``$AXLE_AUTO_BACKEND`` (xla | generated) fixes what auto
+    means, for a test run or a machine whose compiler should not be used."""
     from sweep.codegen.build import compiler
-    backend = backend or "xla"
+    backend = backend or "auto"
     if not jittable:
         return "xla"
     if backend == "auto":
+        pinned = os.environ.get(AUTO_ENV, "").strip()
+        if pinned:
+            if pinned not in ("xla", "generated"):
+                from sweep.schema import ConfigError
+                raise ConfigError(f"${AUTO_ENV} = {pinned!r} must be xla or generated")
+            return pinned
         platform = platform or jax.default_backend()
-        return "generated" if platform == "cpu" and compiler() is not None else "xla"
+        if platform != "cpu":
+            return "xla"
+        if compiler() is None:
+            log.info("integrator.backend=auto: no C compiler found (set CC, or install gcc or clang), "
+                     "so the integration runs on XLA")
+            return "xla"
+        return "generated"
     return backend
 
 

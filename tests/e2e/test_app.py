@@ -156,3 +156,32 @@ def test_twist_beam_lhs_job_with_a_flexible_cross_member(tmp_path):
     energy = ds.body_energy.sel(body=["cross_member.modes_0", "cross_member.modes_1"]).sum("body")
     assert float(energy.max()) > 0.5
     assert np.ptp(ds.frequency.isel(mode=2).values) > 1e-3
+
+
+def test_default_job_runs_the_generated_code_and_equals_xla(tmp_path):
+    """integrator.backend's default (auto) on a CPU with a C compiler: the
+    job's integration is generated C (its log line), every variant ok, and
+    the cube equals the same job on XLA (the reference path; round-off of
+    the generated code's different operation order only). Without a
+    compiler, auto says so in one line and runs on XLA."""
+    from sweep.codegen import build
+    toy = ["model=toy_trailing_arm", "loadcase.t_start=4.95", "loadcase.t_end=5.05"]
+    env = {k: v for k, v in os.environ.items() if k != "AXLE_AUTO_BACKEND"}
+    runs = {}
+    for name, extra_env in (("auto", {}), ("xla", {"AXLE_AUTO_BACKEND": "xla"})):
+        out = tmp_path / f"{name}.zarr"
+        runs[name] = subprocess.run([sys.executable, "-m", "sweep", *toy, f"output.path={out}",
+                                     f"hydra.run.dir={tmp_path}/h-{name}"], cwd=ROOT, capture_output=True,
+                                    text=True, timeout=600, env={**env, **extra_env})
+        assert runs[name].returncode == 0, runs[name].stdout[-2000:] + runs[name].stderr[-2000:]
+    auto = runs["auto"].stdout + runs["auto"].stderr
+    if build.compiler() is None:
+        assert "integrator.backend=auto: no C compiler found" in auto
+    else:
+        assert "generated backend:" in auto and "on generated C" in auto
+    assert "generated backend" not in runs["xla"].stdout + runs["xla"].stderr
+    a, x = xr.open_zarr(tmp_path / "auto.zarr"), xr.open_zarr(tmp_path / "xla.zarr")
+    assert int(a.status[0]) == 0 and int(x.status[0]) == 0
+    for var in ("wheel_centre_displacement", "toe", "camber", "bushing_force"):
+        ref = x[var].values
+        np.testing.assert_allclose(a[var].values, ref, rtol=1e-9, atol=1e-9 * float(np.abs(ref).max()))
