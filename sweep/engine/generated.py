@@ -11,6 +11,7 @@ fails for the backend's sake.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 
@@ -94,14 +95,23 @@ class _Lowered:
         sub = (lambda label: hashlib.sha256(f"{self.key}:{label}".encode()).hexdigest()) if self.key else \
             (lambda label: None)
         first_fn, first_loaded = tracecache.traced(r.first, (self.thetas,), sub("equilibria"))
-        first = first_fn.lower(jax.device_put(self.thetas, dev0)).compile()
+        lowered = first_fn.lower(jax.device_put(self.thetas, dev0))
         carry = jax.eval_shape(first_fn, self.thetas)
         theta0 = np.zeros(self.thetas.shape[1:], self.thetas.dtype)
         carry0 = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry)
-        try:
-            gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=r.lanes,
-                                                prekey=sub("integration"))
-        except (emit.Unsupported, build.BuildError) as err:
+        # XLA compiles the equilibrium stage (native code, without the GIL)
+        # while this thread traces and generates the integration and gcc
+        # builds it: a first run pays the longer of the two, not the sum
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla-compile") as pool:
+            first_job = pool.submit(lowered.compile)
+            try:
+                gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=r.lanes,
+                                                    prekey=sub("integration"))
+                err = None
+            except (emit.Unsupported, build.BuildError) as e:
+                err = e
+            first = first_job.result()
+        if err is not None:
             log.warning(f"warning: generated backend not available ({err}); running on XLA")
             r.info = {"backend": "xla", "why": str(err)}
             compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
