@@ -9,6 +9,7 @@ states of its own two bodies) into 6x6 body blocks.
 Shapes: r, v (m, 6); u (2, 6) = (Fx, Fy, Fz, Mx, My, Mz) at the left and
 right wheel centre, vehicle frame [N, N m].
 """
+import functools
 from typing import NamedTuple
 
 import jax
@@ -168,6 +169,13 @@ def _element_jac(fn, free):
     return per_part
 
 
+def _free_body_part(jac_fn, b, prm, x1, x2):
+    """The generalised force on body ``b`` (0 or 1) of a closed-form element
+    Jacobian and its derivative w.r.t. that body's state (6, 12)."""
+    g, d = jac_fn(prm, x1, x2)
+    return g[b], d[b][b]
+
+
 def _element_jacobians(model, r, v):
     """Element-local Jacobians dQ/dx scattered into pattern slots (slots + 1, 6, 12), and Q (m, 6).
 
@@ -202,9 +210,18 @@ def _element_jacobians(model, r, v):
             p = jax.tree_util.tree_map(lambda a: a[idx], prm)
             x1, x2 = x[bodies[idx, 0]], x[bodies[idx, 1]]
             free = {"pair": (0, 1), "ground2": (0,), "ground1": (1,)}[kind]
-            if jac_fn is not None:     # closed form (all four blocks; ground ones unused)
-                (g1, g2), (d1, d2) = forces.map_elements(jac_fn, p, x1, x2, weight=4 if kind == "pair" else 1)
+            if jac_fn is not None and kind == "pair":     # closed form: all four blocks
+                (g1, g2), (d1, d2) = forces.map_elements(jac_fn, p, x1, x2, weight=4)
                 d = {0: d1, 1: d2}
+            elif jac_fn is not None:
+                # one body is the ground: only the free body's force and its
+                # diagonal block leave the mapped function, so that a loop over
+                # the elements (kernels.forces.element_loops) computes no more
+                # (under vmap XLA drops the unused blocks itself)
+                b = free[0]
+                gb, dbb = forces.map_elements(functools.partial(_free_body_part, jac_fn, b), p, x1, x2)
+                g1 = g2 = gb
+                d = {b: {b: dbb}}
             else:
                 (g1, g2), *ds = forces.map_elements(_element_jac(fn, free), p, x1, x2,
                                                        weight=4 if kind == "pair" else 1)
