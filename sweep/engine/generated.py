@@ -45,7 +45,7 @@ def resolve(backend, jittable, platform=None):
         if pinned:
             if pinned not in ("xla", "generated"):
                 from sweep.schema import ConfigError
-                raise ConfigError(f"${AUTO_ENV} = {pinned!r} must be xla or generated")
+                raise ConfigError(f"environment variable {AUTO_ENV} = {pinned!r} must be xla or generated")
             return pinned
         platform = platform or jax.default_backend()
         if platform != "cpu":
