@@ -631,7 +631,7 @@ def build_model(tables) -> Model:
     pos = np.array([b["position"] for b in bodies], float)
     eul = np.array([b.get("euler", [0, 0, 0]) for b in bodies], float)
     from kernels.rotations import euler_to_matrix
-    R_body = np.asarray(euler_to_matrix(jnp.asarray(eul)))
+    R_body = euler_to_matrix(eul)
     pos_g = np.vstack([pos, np.zeros((m - len(bodies) + 1, 3))])
     R_g = np.concatenate([R_body, np.tile(np.eye(3), (m - len(bodies) + 1, 1, 1))], 0)
     iface_of = flex["interface_of_marker"]

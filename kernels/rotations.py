@@ -48,15 +48,17 @@ def skew(w):
 
 
 def euler_to_matrix(angles):
-    """Rotation matrix body -> vehicle of z-y'-x'' angles ``(a_z, a_y', a_x'')`` [rad]."""
+    """Rotation matrix body -> vehicle of z-y'-x'' angles ``(a_z, a_y', a_x'')`` [rad].
+    A numpy array in gives numpy out (model building: no JAX dispatch)."""
+    xp = np if isinstance(angles, np.ndarray) else jnp
     az, ay, ax = angles[..., 0], angles[..., 1], angles[..., 2]
-    cz, sz = jnp.cos(az), jnp.sin(az)
-    cy, sy = jnp.cos(ay), jnp.sin(ay)
-    cx, sx = jnp.cos(ax), jnp.sin(ax)
-    return jnp.stack([
-        jnp.stack([cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx], -1),
-        jnp.stack([sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx], -1),
-        jnp.stack([-sy, cy * sx, cy * cx], -1),
+    cz, sz = xp.cos(az), xp.sin(az)
+    cy, sy = xp.cos(ay), xp.sin(ay)
+    cx, sx = xp.cos(ax), xp.sin(ax)
+    return xp.stack([
+        xp.stack([cz * cy, cz * sy * sx - sz * cx, cz * sy * cx + sz * sx], -1),
+        xp.stack([sz * cy, sz * sy * sx + cz * cx, sz * sy * cx - cz * sx], -1),
+        xp.stack([-sy, cy * sx, cy * cx], -1),
     ], -2)
 
 

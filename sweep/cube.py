@@ -20,9 +20,12 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import subprocess
+from typing import TYPE_CHECKING
 
 import numpy as np
-import xarray as xr
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 from kernels.names import AXES, COMPONENTS, SIDES  # noqa: F401  (re-exported)
 NMSE_DEFINITION = ("NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, "

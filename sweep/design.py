@@ -53,15 +53,25 @@ def make_design(cfg, params) -> np.ndarray:
     n = Int().check(n, "sweep.n_variants")
     if n < 1:
         raise ConfigError(f"sweep.n_variants = {n!r} must be >= 1")
-    if kind == "lhs":
-        from scipy.stats import qmc      # lazy: scipy.stats costs ~0.5 s of start-up
-        Z = qmc.LatinHypercube(d=k, seed=seed).random(n)
-    elif kind == "sobol":
-        from scipy.stats import qmc
-        Z = qmc.Sobol(d=k, scramble=True, seed=seed).random(n)
-    else:
+    if kind == "random":
         Z = np.random.default_rng(seed).random((n, k))
+    else:
+        # the unit sample depends on (design, k, n, seed, scipy) only: a rerun loads
+        # it from the trace cache and skips importing scipy.stats (~0.5-1 s)
+        import importlib.metadata
+
+        from sweep import tracecache
+        Z = tracecache.memo("design", (kind, k, n, seed, importlib.metadata.version("scipy")),
+                            lambda: _qmc_unit(kind, k, n, seed))
     return params.from_unit(Z)
+
+
+def _qmc_unit(kind, k, n, seed):
+    """(n, k) points of scipy's Latin hypercube or scrambled Sobol' sequence in [0, 1)."""
+    from scipy.stats import qmc
+    if kind == "lhs":
+        return qmc.LatinHypercube(d=k, seed=seed).random(n)
+    return qmc.Sobol(d=k, scramble=True, seed=seed).random(n)
 
 
 def _table(path, params):

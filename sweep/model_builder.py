@@ -46,7 +46,6 @@ from kernels import forces
 from kernels.model import STOP_LAWS, GROUND, ModelError
 from kernels.names import DIRECTIONS, SIDES
 from kernels.rotations import euler_to_matrix
-from sweep.flexible.tables import check_mean_axis, flexible_row, frame_row, interface_entry
 
 MIRROR = np.diag([1.0, -1.0, 1.0])
 # a per-side bushing's (x, y, z, rx, ry, rz) on the right side, from the left's
@@ -466,6 +465,7 @@ def _fe_export_body(what, spec, side, source):
 def _checked(what, rb, n_fixed):
     """The reduced body, refused unless its modes fill whole state slots and are mean-axis."""
     from sweep.flexible import FlexibleBodyError
+    from sweep.flexible.tables import check_mean_axis
     if rb.n_modes % 6:
         raise ModelError(f"{what}.fixed_interface_modes = {n_fixed}: gives {rb.n_modes} elastic modes (6 per "
                          f"interface - 6 + these); the kernels need a multiple of 6: use "
@@ -480,6 +480,7 @@ def _checked(what, rb, n_fixed):
 def flexible_rows(flexible, markers):
     """The ``flexible_bodies`` table: every marker on a flexible body becomes
     an interface entry of the node it lies on."""
+    from sweep.flexible.tables import flexible_row, interface_entry
     rows = []
     for fi, (name, idx, rb, zeta) in enumerate(flexible):
         entries = []
@@ -777,6 +778,7 @@ def build_tables(cfg, source=None) -> dict:
         if name in body_id:
             raise ModelError(f"model.flexible_bodies.{name}: duplicate body name")
         rb, zeta = flexible_body(name, spec, centre, source or model_source())
+        from sweep.flexible.tables import frame_row    # scipy only for models with flexible bodies
         body_id[name] = len(bodies) + 1
         bodies.append(frame_row(rb, name=name, index=body_id[name], origin=np.zeros(3)))
         flexible.append((name, body_id[name], rb, zeta))

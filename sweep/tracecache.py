@@ -145,3 +145,37 @@ def traced(runner, example, key):
     except Exception as err:  # noqa: BLE001 - the plain runner still works
         log.warning(f"warning: trace cache off for this job ({type(err).__name__}: {err})")
         return runner, False
+
+
+def memo(label, parts, compute):
+    """``compute()``, kept in the trace cache beside the traced runners: a
+    rerun with the same ``parts`` (hashed as by :func:`fingerprint`, with the
+    package source) loads the pickled value instead of computing it. For
+    the small start-up results that cost a trace or a slow import (a
+    design's unit sample: scipy.stats; the output channels' shapes: a trace
+    of the channel functions). Computed every time when the cache is off
+    or ``parts`` hold something unsure (an opaque closure)."""
+    import pickle
+    key = fingerprint(label, parts)
+    path = cache_path(key)
+    if path is None:
+        return compute()
+    path = path[: -len(".jaxexport")] + ".pkl"
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        pass
+    except Exception as err:  # noqa: BLE001 - a damaged entry is computed again
+        log.warning(f"warning: trace cache entry {path} unreadable ({err}); computing it again")
+    value = compute()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(value, f)
+        os.replace(tmp, path)
+    except OSError:                       # a read-only cache: the value is still right
+        pass
+    return value
+

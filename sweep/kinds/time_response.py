@@ -30,7 +30,6 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import xarray as xr
 from omegaconf import OmegaConf
 
 from kernels import loads, metrics, statics
@@ -250,9 +249,13 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
 def channel_shapes(model, bushing_idx, channels=None):
     """{channel: shape at one sample} by :func:`jax.eval_shape` of the channel
     functions at the design pose (traces only the channel functions)."""
+    from sweep import tracecache
     r = jax.ShapeDtypeStruct((model.topology.n_bodies, 6), jnp.float64)
     fn = make_channels(bushing_idx, channels)
-    return layout.channel_shapes(channels or CHANNELS, lambda m, r: fn(m, r, r, r), model, r)
+    chans = channels or CHANNELS
+    # a rerun loads the shapes (the trace is 0.3-0.7 s of start-up; the key holds the model and the source)
+    return tracecache.memo("channel_shapes", (model, tuple(bushing_idx), tuple(c.name for c in chans)),
+                           lambda: layout.channel_shapes(chans, lambda m, r: fn(m, r, r, r), model, r))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -496,6 +499,7 @@ def _nmse_beside(ds, cfg, path):
         other = test_path or ref_path
         if not os.path.exists(other):
             continue
+        import xarray as xr
         test, ref = (xr.open_zarr(test_path), ds) if test_path else (ds, xr.open_zarr(ref_path))
         if int(ref.status.values[0]) not in status.VALUES_KEPT or \
                 int(test.status.values[0]) not in status.VALUES_KEPT:
