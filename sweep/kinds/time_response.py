@@ -254,7 +254,8 @@ def channel_shapes(model, bushing_idx, channels=None):
     fn = make_channels(bushing_idx, channels)
     chans = channels or CHANNELS
     # a rerun loads the shapes (the trace is 0.3-0.7 s of start-up; the key holds the model and the source)
-    return tracecache.memo("channel_shapes", (model, tuple(bushing_idx), tuple(c.name for c in chans)),
+    key = (model, None if bushing_idx is None else tuple(bushing_idx), tuple((c.name, c.dims) for c in chans))
+    return tracecache.memo("channel_shapes", key,
                            lambda: layout.channel_shapes(chans, lambda m, r: fn(m, r, r, r), model, r))
 
 
