@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import mmap
 import os
 import shutil
 import subprocess
@@ -267,6 +268,20 @@ def _write_ref(ref, key):
     os.replace(tmp, ref)
 
 
+def fresh_array(shape):
+    """A zeroed float64 array on its own anonymous memory map, for the
+    kernel's large buffers (workspaces, the arena of scan outputs, the
+    result: hundreds of MB for a long manoeuvre). numpy advises the kernel
+    to back large arrays with transparent huge pages; where that advice is
+    taken (``madvise`` mode), the first touch of each 2 MB page can stall
+    for compaction: on this project's VM a single-variant 6 s run spent
+    0.4-0.6 s in the kernel that way (BENCHMARKS.md, "Generated backend,
+    fifth session"). Plain pages are faulted in as the code writes them."""
+    n = int(np.prod(shape, dtype=np.int64))
+    buf = mmap.mmap(-1, max(8, 8 * n))
+    return np.frombuffer(buf, np.float64, count=n).reshape(shape)
+
+
 class Kernel:
     """A built generated function over chunks: ``kernel(*arrays)`` with every
     array's leading axis the variants (C, ...) returns the outputs (C, ...)
@@ -291,7 +306,7 @@ class Kernel:
         b = getattr(self._local, "buf", None)
         if b is None:
             W = self.gen.W
-            b = (np.zeros(max(1, self.gen.ws_slots) * W), np.zeros(max(1, self.gen.arena) * W))
+            b = (fresh_array((max(1, self.gen.ws_slots) * W,)), fresh_array((max(1, self.gen.arena) * W,)))
             self._local.buf = b
         return b
 
@@ -310,7 +325,7 @@ class Kernel:
         pad[:C] = flat
         pad[C:] = flat[:1]                       # padding lanes repeat the first variant
         xin = np.ascontiguousarray(pad.reshape(G, W, -1).transpose(0, 2, 1))      # (G, n_in, W)
-        out = np.empty((G * W, self.n_out))       # variant-major: the generated code writes its W rows
+        out = fresh_array((G * W, self.n_out))    # variant-major: the generated code writes its W rows
         P = ctypes.POINTER(ctypes.c_double)
 
         def one(g):
