@@ -252,9 +252,12 @@ class _Emitter:
             kind = self.p.dtype_of.get(i, "f")
             if op == "areduce":
                 name, opnd, n = args
-                comb = {"add": "acc + x", "mul": "acc * x"}.get(name, f"v_{name}(acc, x)")
-                lines.append(f"  vd v{i}; {{ long e = 0; vd acc = {self.arena_ex(opnd, fn)}; for (e = 1; e < {n}; e++) "
-                             f"{{ vd x = {self.arena_ex(opnd, fn)}; acc = {comb}; }} v{i} = acc; }}")
+                comb = {"add": "acc + x", "mul": "acc * x",
+                        "allfin": "v_land(acc, v_isfin(x))"}.get(name, f"v_{name}(acc, x)")
+                first = "v_isfin(x)" if name == "allfin" else "x"      # all(is_finite(x)), fused
+                lines.append(f"  vd v{i}; {{ long e = 0; vd x = {self.arena_ex(opnd, fn)}; vd acc = {first}; "
+                             f"for (e = 1; e < {n}; e++) {{ x = {self.arena_ex(opnd, fn)}; acc = {comb}; }} "
+                             f"v{i} = acc; }}")
             else:
                 lines.append(f"  vd v{i} = {self.expr(op, args, fn, kind)};")
             if i in self.slot:
@@ -430,15 +433,19 @@ def schedule(scope, roots=()):
     scope[:] = out
 
 
-def to_c(prog, out_refs, W, chunk):
+def to_c(prog, out_refs, W, chunk, selects=None):
     """(C source, workspace slots, statements) of ``prog`` whose outputs
-    are ``out_refs`` (one per output element)."""
-    schedule(prog.scopes[0], out_refs)
+    are ``out_refs`` (one per output element). ``selects``: arena arrays
+    computed in the copy to the outputs instead of an arena loop
+    (:func:`sweep.codegen.emit.fuse_output_passes`)."""
+    selects = selects or {}
+    sel_ids = [v for sel in selects.values() for kd, v in sel[1] if kd == "s"]
+    schedule(prog.scopes[0], list(out_refs) + sel_ids)
     em = _Emitter(prog, W, chunk)
     top = em.plan(prog.scopes[0])
     out_fn = -1                       # the entry function
     em.time += 1
-    for r in out_refs:
+    for r in list(out_refs) + sel_ids:
         em.use(r, out_fn, ())
     n_slots = em.assign_slots(out_fn)
     depth_of_fn = {}
@@ -491,6 +498,14 @@ def to_c(prog, out_refs, W, chunk):
     k = 0
     while k < n:
         r = out_refs[k]
+        if not isinstance(r, float) and r in selects:     # e.g. where(ok, x, nan): computed as copied
+            name, operands, m, kind = selects[r]
+            segments = em.segments(operands, m) or [(0, m, [None] * len(operands))]
+            for s0, ln, subs in segments:
+                rhs = em.arena_rhs(name, kind, [em.arena_ex(o, out_fn, s0, sub) for o, sub in zip(operands, subs)])
+                lines.append(f"  for (long e = 0; e < {ln}; e++) PUT({k + s0} + e, {rhs});")
+            k += m
+            continue
         if not isinstance(r, float) and r >= BUF:
             j = k
             while j + 1 < n and not isinstance(out_refs[j + 1], float) and out_refs[j + 1] == out_refs[j] + 1:

@@ -1005,6 +1005,105 @@ def jaxpr_digest(closed):
     return h.hexdigest()
 
 
+def _arena_reads(prog, out_refs):
+    """How often each arena element is read (an int per element): by single
+    element references, arena-loop and reduction operands, the rows of a
+    scan over a stored array (``xarena``: element ``k`` of each of the
+    enclosing loop's ``length`` rows of ``n``) and the outputs."""
+    n = prog.arena
+    diff = np.zeros(n + 1, np.int64)       # ranges, as a difference array
+    single = np.zeros(n + 1, np.int64)
+
+    def one(r):
+        if isinstance(r, (int, np.integer)) and r >= BUF:
+            single[r - BUF] += 1
+
+    def operand(o, length):
+        kd, v = o
+        if kd == "a":
+            diff[v - BUF] += 1
+            diff[v - BUF + length] -= 1
+        elif kd == "t":
+            np.add.at(single, np.asarray(prog.index_tables[v], np.int64), 1)
+        elif kd == "s":
+            one(v)
+
+    def walk(scope, length):
+        for i, op, args in scope:
+            if op == "loop":
+                for r in list(args.init) + list(args.nxt) + [args.cond_pre, args.cond_ref]:
+                    one(r)
+                walk(args.pre, length)
+                walk(args.body, args.length)
+            elif op == "aloop":
+                for o in args[3]:
+                    operand(o, args[2])
+            elif op == "areduce":
+                operand(args[1], args[2])
+            elif op == "xarena":
+                start, rows = int(args[0]), int(args[1])
+                if isinstance(length, int) and length > 0:
+                    single[start + int(args[2]): start + rows * length: rows] += 1
+                else:                   # not inside a counted loop: everything after its start
+                    diff[start] += 1
+                    diff[n] -= 1
+            elif op == "store":
+                one(args[1])
+            elif op == "ystore":
+                one(args[3])
+            elif op not in ("in", "itaff", "xtab"):
+                for a in args:
+                    one(a)
+    walk(prog.scopes[0], 1)
+    for r in out_refs:
+        one(r)
+    return (np.cumsum(diff) + single)[:n]
+
+
+def fuse_output_passes(prog, out_refs):
+    """Remove two whole-array passes over a manoeuvre's outputs (each an
+    arena array as long as all outputs, i.e. memory touched per step):
+
+    * ``all(is_finite(x))``: the ``is_finite`` loop's array, read only by the
+      reduction, is dropped and the reduction tests ``x`` itself (``allfin``);
+    * ``where(ok, x, nan)`` whose result only the outputs read: the select
+      moves into the copy to the outputs (returned, keyed by the removed
+      array's first arena reference: ``(name, operands, n)`` for
+      :func:`sweep.codegen.csource.to_c`).
+
+    Only top-level loops (after the time loop) are fused, and only where the
+    array has no other reader, so the values are bitwise those of the
+    unfused program."""
+    top = prog.scopes[0]
+    loops = [(k, st) for k, st in enumerate(top) if st[1] == "aloop" and st[2][0] in ("isfin", "sel")]
+    if not loops:
+        return {}
+    reads = _arena_reads(prog, out_refs)
+    out_pos = {}
+    for k, r in enumerate(out_refs):
+        if isinstance(r, (int, np.integer)) and r >= BUF:
+            out_pos.setdefault(int(r), k)
+    drop, selects = set(), {}
+    for k, (_, _, (name, base, n, operands, kind)) in loops:
+        lo = base - BUF
+        if name == "isfin":
+            users = [j for j, st in enumerate(top) if st[1] == "areduce" and st[2][0] == "land"
+                     and st[2][1] == ("a", base) and st[2][2] == n]
+            if len(users) == 1 and (reads[lo:lo + n] == 1).all():
+                j = users[0]
+                i, op, (_, _, m) = top[j]
+                top[j] = (i, op, ("allfin", operands[0], m))
+                drop.add(k)
+        elif name == "sel" and operands[1][0] == "c" and (reads[lo:lo + n] == 1).all():
+            first = out_pos.get(base)
+            if first is not None and first + n <= len(out_refs) and \
+                    all(out_refs[first + e] == base + e for e in range(n)):
+                selects[base] = (name, operands, n, kind)
+                drop.add(k)
+    top[:] = [st for k, st in enumerate(top) if k not in drop]
+    return selects
+
+
 def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None):
     """C for ``fn(*args)`` (a per-variant JAX function of arrays) with every
     scalar a vector of ``W`` variants. ``example_args`` fix the shapes and
@@ -1024,8 +1123,9 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None):
     out_refs = []
     for o in outs:
         out_refs.extend(tr.elems(o))
-    prog.prune(out_refs)
-    src, ws_slots, n_st = to_c(prog, out_refs, W, chunk)
+    selects = fuse_output_passes(prog, out_refs)
+    prog.prune(out_refs + [v for sel in selects.values() for kd, v in sel[1] if kd == "s"])
+    src, ws_slots, n_st = to_c(prog, out_refs, W, chunk, selects)
     return Generated(src, W, k, [np.shape(a) for a in flat_in], [np.asarray(a).dtype for a in flat_in],
                      [o.shape for o in outs], [v.aval.dtype for v in closed.jaxpr.outvars], ws_slots,
                      prog.arena, n_st, key, out_tree)

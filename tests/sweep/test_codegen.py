@@ -135,6 +135,36 @@ def test_control_flow_and_variable_indexing_equal_xla():
     _assert_equal(k(xs, ns), jax.jit(jax.vmap(f))(xs, ns), tol=1e-13)
 
 
+def test_finite_check_and_nan_mask_cost_no_arrays_and_equal_xla():
+    """The time-response kind's status check and mask over a scan's outputs,
+    ``all(is_finite(ys))`` and ``where(ok, ys, nan)``: fused into the
+    reduction and into the copy to the outputs (no arena array of their
+    own), equal to XLA for finite lanes and for lanes that overflow, start
+    NaN or are masked by another flag."""
+    import re
+
+    def f(x, keep):
+        def body(c, _):
+            c = c * x
+            return c, jnp.stack([c, -c, 2.0 * c])
+        _, ys = lax.scan(body, jnp.ones(()), None, length=60)
+        ys = jnp.concatenate([jnp.full((1, 3), 0.5), ys])      # the initial sample, as the kind's
+        ok = jnp.all(jnp.isfinite(ys)) & (keep > 0)
+        return jnp.where(ok, ys, jnp.nan), ok
+
+    xs = np.array([0.5, 1.1, 1e10, np.nan, 2.0, 1.0, 3.0, -1.2])
+    keep = np.array([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    gen = emit.generate(f, xs[0], keep[0])
+    assert re.search(r"acc = v_isfin\(x\)", gen.source)             # the fused reduction
+    assert not re.search(r"ar\[[^]]*\] = v_isfin\(", gen.source)    # no is_finite array
+    assert re.search(r"PUT\([^;]*v_sel\(", gen.source)              # the mask, as copied out
+    got = _generated(f, xs, keep)(xs, keep)
+    ref = jax.jit(jax.vmap(f))(xs, keep)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(ref[1]))
+    assert list(np.asarray(ref[1])) == [True, True, False, False, False, True, True, True]
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(ref[0]))     # NaN where masked
+
+
 def test_unknown_primitive_is_named():
     def f(x):
         return lax.population_count(x.astype(jnp.int32)).astype(x.dtype)
