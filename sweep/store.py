@@ -202,8 +202,9 @@ def _short(err):
     return f"{type(err).__name__}: {err}".splitlines()[0][:200]
 
 
-def _dims(arr, dims):
-    arr.attrs["_ARRAY_DIMENSIONS"] = list(dims)
+def _with_dims(attrs, dims):
+    """An array's attributes with xarray's ``_ARRAY_DIMENSIONS`` (zarr format 2)."""
+    return {"_ARRAY_DIMENSIONS": list(dims), **dict(attrs)}
 
 
 # --------------------------------------------------------------------------- creation
@@ -281,29 +282,30 @@ def create_store(path, spec, attrs, identity, chunk=None):
     try:
         g = zarr.open_group(tmp, mode="w", zarr_format=2)
         extra_coords = []
+        # every array's attributes (with xarray's dimension names) are written with
+        # the array, not one update after another (each a file write: a rerun's
+        # start-up, BENCHMARKS.md "Generated backend, fifth session")
         for name, (values, a, *dims) in spec["__coords__"].items():
             values = np.asarray(values)
             arr = g.create_array(name, shape=values.shape, dtype=values.dtype, chunks=values.shape,
-                                 fill_value=None)
+                                 fill_value=None, attributes=_with_dims(a, dims[0] if dims else [name]))
             arr[...] = values
-            _dims(arr, dims[0] if dims else [name])
             if dims and list(dims[0]) != [name]:
                 extra_coords.append(name)
-            arr.attrs.update(a)
         for name, (dims, shape, dtype, chunks, fill, a) in variables.items():
             if np.dtype(dtype).kind in "iu":
                 # integers get no fill value (xarray would mask it as missing and
                 # turn the array into floats); their initial value is written once
-                arr = g.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=None)
+                arr = g.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=None,
+                                     attributes=_with_dims(a, dims))
                 arr[...] = np.full(shape, fill, dtype)
             else:
-                arr = g.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=fill)
-            _dims(arr, dims)
-            arr.attrs.update(a)
-        done = g.create_array("chunk_done", shape=(n_chunks,), dtype="i1", chunks=(1,), fill_value=None)
+                g.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=fill,
+                               attributes=_with_dims(a, dims))
+        done = g.create_array("chunk_done", shape=(n_chunks,), dtype="i1", chunks=(1,), fill_value=None,
+                              attributes=_with_dims({"long_name": "1 = compute chunk written completely and "
+                                                                  "checksummed"}, ["chunk"]))
         done[...] = 0
-        _dims(done, ["chunk"])
-        done.attrs.update({"long_name": "1 = compute chunk written completely and checksummed"})
         per_variant = sorted(k for k, v in variables.items() if v[0][0] == "variant")
         integ = g.create_group(INTEGRITY)
         dg = integ.create_array("digest", shape=(n_chunks, len(per_variant)), dtype="u8",
