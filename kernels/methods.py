@@ -17,15 +17,46 @@ them where the method takes tolerances itself (Radau's ``rtol``,
 ``error_norm`` argument of ``simulate`` instead.
 """
 import dataclasses
+import importlib
+from collections.abc import Mapping
 
 from kernels.integrate import Method
 from kernels.linear_implicit_euler import LINEAR_IMPLICIT_EULER
 from kernels.lsrt2 import LSRT2
-from kernels.radau import RADAU
 from kernels.ros34pw2 import ROS34PW2
 
-METHODS: dict = {m.name: m for m in (LSRT2, ROS34PW2, LINEAR_IMPLICIT_EULER, RADAU)}
-FIXED_STEP = tuple(name for name, m in METHODS.items() if m.jittable)
+
+class _Registry(Mapping):
+    """Methods by name, in order; a ``lazy`` entry (name -> (module,
+    attribute)) is imported on first access: the Radau reference brings
+    scipy.integrate, 0.3 s of every job's start-up otherwise."""
+
+    def __init__(self, methods, lazy):
+        self._loaded = dict(methods)
+        self._lazy = dict(lazy)
+        self._names = (*self._loaded, *self._lazy)
+
+    def __getitem__(self, name):
+        if name not in self._loaded:
+            if name not in self._lazy:
+                raise KeyError(name)
+            module, attr = self._lazy[name]
+            self._loaded[name] = getattr(importlib.import_module(module), attr)
+        return self._loaded[name]
+
+    def __contains__(self, name):
+        return name in self._names            # without importing a lazy entry
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+
+FIXED = (LSRT2, ROS34PW2, LINEAR_IMPLICIT_EULER)
+METHODS: Mapping = _Registry({m.name: m for m in FIXED}, {"radau": ("kernels.radau", "RADAU")})
+FIXED_STEP = tuple(m.name for m in FIXED if m.jittable)     # Radau runs on the host (not jittable)
 
 TOLERANCES = ("rtol", "atol_coordinates", "atol_speeds")
 
@@ -44,4 +75,4 @@ def with_tolerances(method: Method, **tolerances) -> Method:
     return dataclasses.replace(method, **given) if given else method
 
 # the reference every other method's cube is compared with (NMSE summary of a job)
-REFERENCE = RADAU.name
+REFERENCE = "radau"

@@ -51,18 +51,12 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.integrate import solve_ivp
 
 from kernels import loads
 from kernels.dynamics import linearise, q_fn
 from kernels.integrate import System, Trajectory
 from kernels.rotations import coordinate_rates
-
-
-def _solve_ivp():
-    """scipy's ``solve_ivp``, imported when a Radau run needs it (scipy.integrate
-    is about 0.3 s of every job's start-up otherwise)."""
-    from scipy.integrate import solve_ivp
-    return solve_ivp
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +120,7 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
             # e.g. 0.15499999999999997 for a switch at 0.155) is taken at it
             ts_b = np.clip(ts_b, a, b)
             if state_events is None:
-                sol = _solve_ivp()(fn, (a, b), y, method="Radau", t_eval=ts_b, rtol=rtol, atol=atol, jac=jn)
+                sol = solve_ivp(fn, (a, b), y, method="Radau", t_eval=ts_b, rtol=rtol, atol=atol, jac=jn)
             else:
                 roots, switch = state_events[:2]
                 cache = {}
@@ -143,7 +137,7 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
                     ev = (lambda t, y_, i=i: root_values(y_)[i])
                     ev.terminal, ev.direction = True, 1.0
                     events.append(ev)
-                sol = _solve_ivp()(lambda t, y_: fn(t, y_, z), (a, b), y, method="Radau", t_eval=ts_b,
+                sol = solve_ivp(lambda t, y_: fn(t, y_, z), (a, b), y, method="Radau", t_eval=ts_b,
                                 rtol=rtol, atol=atol, jac=lambda t, y_: jn(t, y_, z), events=events)
             if not sol.success:
                 return ys, f"Radau reference failed on [{a}, {b}]: {sol.message}", n_events

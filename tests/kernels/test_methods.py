@@ -13,6 +13,7 @@ and the interface: every method's ``simulate`` is the module's time loop,
 bitwise.
 """
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -252,6 +253,25 @@ def test_every_registered_method_is_a_method_value():
         assert m.order == {**ORDER, "radau": 5}[name]
     assert FIXED_STEP == ("lsrt2", "ros34pw2", "linear_implicit_euler")
     hash(REGISTRY["radau"])                     # a value: hashable, usable as a static argument
+    from kernels.methods import REFERENCE
+    assert REGISTRY[REFERENCE].name == REFERENCE and not REGISTRY[REFERENCE].jittable
+    with pytest.raises(KeyError):
+        REGISTRY["rk4"]
+
+
+def test_the_registry_imports_radau_only_when_asked():
+    """scipy.integrate (the Radau reference's solver) is not part of every
+    job's start-up: importing the registry and a fixed-step method leaves it
+    out, asking for Radau brings it."""
+    import subprocess
+    import sys
+    code = ("import sys, kernels.methods as m; m.METHODS['lsrt2']; assert 'radau' in m.METHODS; "
+            "print('scipy.integrate' in sys.modules, 'kernels.radau' in sys.modules); m.METHODS['radau']; "
+            "print('scipy.integrate' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "True"], out.stdout
 
 
 def test_user_tolerances_reach_the_methods_that_take_them():
