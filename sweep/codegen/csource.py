@@ -243,11 +243,27 @@ class _Emitter:
                     lines.append(f"  for (long e = 0; e < {n}; e++) ar[{base - BUF} + e] = {rhs};")
                     continue
                 # index tables made of a few runs (e.g. two arrays side by side, a
-                # transposed block): one loop per run, no table
-                for s0, ln, subs in segments:
-                    ex = [self.arena_ex(o, fn, s0, sub) for o, sub in zip(operands, subs)]
+                # transposed block): one loop per run, no table; equal runs whose
+                # starts advance evenly (an outer product, a block row by row) as
+                # one nested loop - gcc's time grows with the number of loops
+                for group in _even_rows(segments):
+                    s0, ln, subs = group[0]
+                    if len(group) == 1:
+                        ex = [self.arena_ex(o, fn, s0, sub) for o, sub in zip(operands, subs)]
+                        rhs = self.arena_rhs(name, kind, ex)
+                        lines.append(f"  for (long e = 0; e < {ln}; e++) ar[{base - BUF + s0} + e] = {rhs};")
+                        continue
+                    ex = []
+                    for o, sub, nxt in zip(operands, subs, group[1][2]):
+                        if o[0] == "a":
+                            ex.append(f"ar[{o[1] - BUF + s0} + {ln} * r + e]")
+                        elif sub is not None:
+                            ex.append(f"ar[{sub[0]} + {nxt[0] - sub[0]} * r + {sub[1]} * e]")
+                        else:
+                            ex.append(self.arena_ex(o, fn))
                     rhs = self.arena_rhs(name, kind, ex)
-                    lines.append(f"  for (long e = 0; e < {ln}; e++) ar[{base - BUF + s0} + e] = {rhs};")
+                    lines.append(f"  for (long r = 0; r < {len(group)}; r++) for (long e = 0; e < {ln}; e++) "
+                                 f"ar[{base - BUF + s0} + {ln} * r + e] = {rhs};")
                 continue
             kind = self.p.dtype_of.get(i, "f")
             if op == "areduce":
@@ -255,6 +271,13 @@ class _Emitter:
                 comb = {"add": "acc + x", "mul": "acc * x",
                         "allfin": "v_land(acc, v_isfin(x))"}.get(name, f"v_{name}(acc, x)")
                 first = "v_isfin(x)" if name == "allfin" else "x"      # all(is_finite(x)), fused
+                if opnd[0] == "r":          # all(is_finite) over contiguous runs (fuse_output_passes)
+                    runs = " ".join(f"for (long e = 0; e < {ln}; e++) acc = v_land(acc, v_isfin(ar[{o} + e]));"
+                                    for o, ln in opnd[1])
+                    lines.append(f"  vd v{i}; {{ vd acc = S(1.0); {runs} v{i} = acc; }}")
+                    if i in self.slot:
+                        lines.append(f"  ws[{self.slot[i]}] = v{i};")
+                    continue
                 lines.append(f"  vd v{i}; {{ long e = 0; vd x = {self.arena_ex(opnd, fn)}; vd acc = {first}; "
                              f"for (e = 1; e < {n}; e++) {{ x = {self.arena_ex(opnd, fn)}; acc = {comb}; }} "
                              f"v{i} = acc; }}")
@@ -360,6 +383,28 @@ class _Emitter:
             out.append("    }")
         out.append("  }")
         return out
+
+
+def _even_rows(segments):
+    """``segments`` (:meth:`_Emitter.segments`) in groups of consecutive runs
+    of one length whose index-table operands keep their step and advance
+    their first index by the same amount from run to run: each group is the
+    rows of a two-level affine loop (one run: a plain loop)."""
+    groups = []
+    for seg in segments:
+        g = groups[-1] if groups else None
+        if g and seg[1] == g[0][1] and _advance(g[-1], seg) == (_advance(g[0], g[1]) if len(g) > 1
+                                                                  else _advance(g[-1], seg)):
+            if all(a is None or a[1] == b[1] for a, b in zip(g[-1][2], seg[2])):
+                g.append(seg)
+                continue
+        groups.append([seg])
+    return groups
+
+
+def _advance(a, b):
+    """Per operand, how far the first index moves from run ``a`` to run ``b``."""
+    return tuple(None if x is None else y[0] - x[0] for x, y in zip(a[2], b[2]))
 
 
 _PURE_SOURCES = ("in", "itaff", "xtab", "xarena")

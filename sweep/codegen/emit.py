@@ -1092,7 +1092,20 @@ def fuse_output_passes(prog, out_refs):
             if len(users) == 1 and (reads[lo:lo + n] == 1).all():
                 j = users[0]
                 i, op, (_, _, m) = top[j]
-                top[j] = (i, op, ("allfin", operands[0], m))
+                opnd = operands[0]
+                if opnd[0] == "t":
+                    # all() does not depend on the order: a gather of the outputs
+                    # (their concatenation, transposed channels) is read in arena
+                    # order as its few contiguous runs - no index table to compile
+                    # (the double wishbone's was 1.7 million entries, 4.5 MB of C)
+                    idx = np.unique(np.asarray(prog.index_tables[opnd[1]], np.int64))
+                    cut = np.nonzero(np.diff(idx) != 1)[0] + 1
+                    if len(idx) and len(cut) < 64:
+                        starts = np.concatenate([[0], cut])
+                        ends = np.concatenate([cut, [len(idx)]])
+                        opnd = ("r", tuple((int(idx[a]), int(b - a)) for a, b in zip(starts, ends)))
+                        m = len(idx)
+                top[j] = (i, op, ("allfin", opnd, m))
                 drop.add(k)
         elif name == "sel" and operands[1][0] == "c" and (reads[lo:lo + n] == 1).all():
             first = out_pos.get(base)

@@ -135,27 +135,34 @@ def test_control_flow_and_variable_indexing_equal_xla():
     _assert_equal(k(xs, ns), jax.jit(jax.vmap(f))(xs, ns), tol=1e-13)
 
 
-def test_finite_check_and_nan_mask_cost_no_arrays_and_equal_xla():
+@pytest.mark.parametrize("strided", [False, True])
+def test_finite_check_and_nan_mask_cost_no_arrays_and_equal_xla(strided):
     """The time-response kind's status check and mask over a scan's outputs,
     ``all(is_finite(ys))`` and ``where(ok, ys, nan)``: fused into the
     reduction and into the copy to the outputs (no arena array of their
     own), equal to XLA for finite lanes and for lanes that overflow, start
-    NaN or are masked by another flag."""
+    NaN or are masked by another flag. The outputs' concatenation is read
+    as contiguous arena runs without an index table; one channel of every
+    sample (81 runs of one element) through its table."""
     import re
 
     def f(x, keep):
         def body(c, _):
             c = c * x
             return c, jnp.stack([c, -c, 2.0 * c])
-        _, ys = lax.scan(body, jnp.ones(()), None, length=60)
+        _, ys = lax.scan(body, jnp.ones(()), None, length=80)
         ys = jnp.concatenate([jnp.full((1, 3), 0.5), ys])      # the initial sample, as the kind's
+        ys = ys[:, 1] if strided else ys
         ok = jnp.all(jnp.isfinite(ys)) & (keep > 0)
         return jnp.where(ok, ys, jnp.nan), ok
 
     xs = np.array([0.5, 1.1, 1e10, np.nan, 2.0, 1.0, 3.0, -1.2])
     keep = np.array([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
     gen = emit.generate(f, xs[0], keep[0])
-    assert re.search(r"acc = v_isfin\(x\)", gen.source)             # the fused reduction
+    if strided:                                                     # the fused reduction
+        assert re.search(r"acc = v_isfin\(x\)", gen.source) and "itab" in gen.source
+    else:
+        assert re.search(r"acc = v_land\(acc, v_isfin\(ar\[", gen.source) and "itab" not in gen.source
     assert not re.search(r"ar\[[^]]*\] = v_isfin\(", gen.source)    # no is_finite array
     assert re.search(r"PUT\([^;]*v_sel\(", gen.source)              # the mask, as copied out
     got = _generated(f, xs, keep)(xs, keep)
@@ -163,6 +170,23 @@ def test_finite_check_and_nan_mask_cost_no_arrays_and_equal_xla():
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(ref[1]))
     assert list(np.asarray(ref[1])) == [True, True, False, False, False, True, True, True]
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(ref[0]))     # NaN where masked
+
+
+def test_broadcast_rows_are_one_nested_loop_and_equal_xla():
+    """An outer product of arena arrays (rows of a broadcast, as the block
+    solver's): 72 equal runs whose starts advance evenly are emitted as one
+    two-level loop, not 72 loops, with XLA's values."""
+    def f(x):
+        def body(c, _):
+            c = c * x
+            return c, jnp.stack([c, -c, 2.0 * c, c + 1.0, c - 1.0, 3.0 * c])
+        _, ys = lax.scan(body, jnp.ones(()), None, length=12)        # (12, 6) in the arena
+        return ys[:, :, None] * ys[0][None, None, :] - ys[None, 3, :, None]
+
+    xs = np.array([0.5, 1.1, -0.7, 2.0, 0.9])
+    gen = emit.generate(f, xs[0])
+    assert "for (long r = 0; r < 72; r++)" in gen.source
+    _assert_equal(_generated(f, xs)(xs), jax.jit(jax.vmap(f))(xs), tol=1e-15)
 
 
 def test_unknown_primitive_is_named():
