@@ -196,6 +196,21 @@ def test_unknown_primitive_is_named():
         emit.generate(f, np.zeros(3))
 
 
+def test_a_compiler_error_is_reported_with_its_text(tmp_path, monkeypatch):
+    """A compiler that fails (here on every part, with more output than a
+    pipe holds) ends the build with a BuildError carrying its message, not
+    a hang or a bare exit status."""
+    cc = tmp_path / "failing-cc"
+    cc.write_text("#!/bin/sh\nfor i in $(seq 3000); do echo 'padding line of a chatty compiler' >&2; done\n"
+                  "echo 'failing-cc: error: out of memory' >&2\nexit 1\n")
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(cc))
+    monkeypatch.setattr(build, "cache_dir", lambda cfg=None: str(tmp_path))
+    gen = emit.generate(lambda x: jnp.sin(x) * 2.0, np.zeros(3))
+    with pytest.raises(build.BuildError, match="out of memory"):
+        build.build(gen)
+
+
 def test_runner_falls_back_to_xla_with_one_line_when_no_compiler(monkeypatch, caplog):
     from sweep.engine import mapping
     from sweep.engine.generated import GeneratedRunner
