@@ -511,13 +511,15 @@ def to_c(prog, out_refs, W, chunk, selects=None):
     # for a long manoeuvre)
     tables = []
     for t, tab in enumerate(prog.const_tables):
-        vals = ", ".join(repr(float(x)) if np.isfinite(x) else ("NAN" if np.isnan(x) else
-                         ("INFINITY" if x > 0 else "-INFINITY")) for x in np.asarray(tab).reshape(-1))
+        flat = np.asarray(tab, np.float64).reshape(-1)
+        vals = ", ".join(map(repr, flat.tolist())) if np.isfinite(flat).all() else ", ".join(
+            repr(float(x)) if np.isfinite(x) else ("NAN" if np.isnan(x) else ("INFINITY" if x > 0 else "-INFINITY"))
+            for x in flat)
         parts.append(f"extern const double tab{t}[];")
         tables.append(f"const double tab{t}[] = {{{vals}}};")
     for t in sorted(em.used_itabs):
         parts.append(f"extern const long itab{t}[];")
-        tables.append(f"const long itab{t}[] = {{{', '.join(str(int(x)) for x in prog.index_tables[t])}}};")
+        tables.append(f"const long itab{t}[] = {{{', '.join(map(str, np.asarray(prog.index_tables[t], np.int64).tolist()))}}};")
     for g in range(len(em.functions)):
         parts.append(f"FN f{g}(ARGS);")
     total = sum(map(len, bodies))

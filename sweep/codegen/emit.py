@@ -349,8 +349,11 @@ class Translator:
     # arrays -----------------------------------------------------------------
     def elems(self, v: Val):
         """Flat list of scalars (ids or floats)."""
-        r, c = v.ref.reshape(-1), v.cv.reshape(-1)
-        return [float(c[k]) if r[k] == CONST else int(r[k]) for k in range(r.size)]
+        r = v.ref.reshape(-1).tolist()
+        if CONST not in r:
+            return r
+        c = v.cv.reshape(-1).tolist()
+        return [float(c[k]) if x == CONST else x for k, x in enumerate(r)]
 
     def from_elems(self, items, shape, dtype):
         ref = np.empty(len(items), np.int64)
@@ -1014,9 +1017,11 @@ def _arena_reads(prog, out_refs):
     diff = np.zeros(n + 1, np.int64)       # ranges, as a difference array
     single = np.zeros(n + 1, np.int64)
 
+    singles = []                           # single references, counted at the end (numpy scalar += is slow)
+
     def one(r):
         if isinstance(r, (int, np.integer)) and r >= BUF:
-            single[r - BUF] += 1
+            singles.append(r)
 
     def operand(o, length):
         kd, v = o
@@ -1055,9 +1060,16 @@ def _arena_reads(prog, out_refs):
                 for a in args:
                     one(a)
     walk(prog.scopes[0], 1)
-    for r in out_refs:
-        one(r)
+    refs = _int_refs(out_refs)
+    np.add.at(single, refs[refs >= BUF] - BUF, 1)
+    if singles:
+        np.add.at(single, np.asarray(singles, np.int64) - BUF, 1)
     return (np.cumsum(diff) + single)[:n]
+
+
+def _int_refs(refs):
+    """``refs`` (value ids and float constants) as int64, constants -1."""
+    return np.fromiter((r if isinstance(r, (int, np.integer)) else -1 for r in refs), np.int64, len(refs))
 
 
 def fuse_output_passes(prog, out_refs):
@@ -1079,10 +1091,7 @@ def fuse_output_passes(prog, out_refs):
     if not loops:
         return {}
     reads = _arena_reads(prog, out_refs)
-    out_pos = {}
-    for k, r in enumerate(out_refs):
-        if isinstance(r, (int, np.integer)) and r >= BUF:
-            out_pos.setdefault(int(r), k)
+    refs = _int_refs(out_refs)
     drop, selects = set(), {}
     for k, (_, _, (name, base, n, operands, kind)) in loops:
         lo = base - BUF
@@ -1098,7 +1107,8 @@ def fuse_output_passes(prog, out_refs):
                     # (their concatenation, transposed channels) is read in arena
                     # order as its few contiguous runs - no index table to compile
                     # (the double wishbone's was 1.7 million entries, 4.5 MB of C)
-                    idx = np.unique(np.asarray(prog.index_tables[opnd[1]], np.int64))
+                    idx = np.sort(np.asarray(prog.index_tables[opnd[1]], np.int64))
+                    idx = idx[np.concatenate([[True], np.diff(idx) != 0])]
                     cut = np.nonzero(np.diff(idx) != 1)[0] + 1
                     if len(idx) and len(cut) < 64:
                         starts = np.concatenate([[0], cut])
@@ -1108,9 +1118,10 @@ def fuse_output_passes(prog, out_refs):
                 top[j] = (i, op, ("allfin", opnd, m))
                 drop.add(k)
         elif name == "sel" and operands[1][0] == "c" and (reads[lo:lo + n] == 1).all():
-            first = out_pos.get(base)
-            if first is not None and first + n <= len(out_refs) and \
-                    all(out_refs[first + e] == base + e for e in range(n)):
+            at = np.flatnonzero(refs == base)
+            first = int(at[0]) if len(at) else None
+            if first is not None and first + n <= len(refs) and \
+                    (refs[first:first + n] == base + np.arange(n)).all():
                 selects[base] = (name, operands, n, kind)
                 drop.add(k)
     top[:] = [st for k, st in enumerate(top) if k not in drop]
