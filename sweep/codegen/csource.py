@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from sweep.codegen.ir import BUF, Loop
+from sweep.codegen.ir import BUF, Loop, int_refs
 
 PRELUDE = r"""
 #include <math.h>
@@ -485,12 +485,14 @@ def to_c(prog, out_refs, W, chunk, selects=None):
     (:func:`sweep.codegen.emit.fuse_output_passes`)."""
     selects = selects or {}
     sel_ids = [v for sel in selects.values() for kd, v in sel[1] if kd == "s"]
-    schedule(prog.scopes[0], list(out_refs) + sel_ids)
+    refs = int_refs(list(out_refs))
+    scalar_refs = refs[(refs >= 0) & (refs < BUF)].tolist() + sel_ids     # the arena's need no scheduling
+    schedule(prog.scopes[0], scalar_refs)
     em = _Emitter(prog, W, chunk)
     top = em.plan(prog.scopes[0])
     out_fn = -1                       # the entry function
     em.time += 1
-    for r in list(out_refs) + sel_ids:
+    for r in scalar_refs:
         em.use(r, out_fn, ())
     n_slots = em.assign_slots(out_fn)
     depth_of_fn = {}

@@ -57,7 +57,7 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 from sweep.codegen import npops
 from sweep.codegen.csource import to_c
-from sweep.codegen.ir import BUF, CONST, Loop
+from sweep.codegen.ir import BUF, CONST, Loop, int_refs
 
 LOOP_MIN = 48          # element-wise operations at least this large on stored arrays become loops
 CHUNK = 1500           # statements per C function
@@ -1060,16 +1060,12 @@ def _arena_reads(prog, out_refs):
                 for a in args:
                     one(a)
     walk(prog.scopes[0], 1)
-    refs = _int_refs(out_refs)
+    refs = int_refs(out_refs)
     np.add.at(single, refs[refs >= BUF] - BUF, 1)
     if singles:
         np.add.at(single, np.asarray(singles, np.int64) - BUF, 1)
     return (np.cumsum(diff) + single)[:n]
 
-
-def _int_refs(refs):
-    """``refs`` (value ids and float constants) as int64, constants -1."""
-    return np.fromiter((r if isinstance(r, (int, np.integer)) else -1 for r in refs), np.int64, len(refs))
 
 
 def fuse_output_passes(prog, out_refs):
@@ -1091,7 +1087,7 @@ def fuse_output_passes(prog, out_refs):
     if not loops:
         return {}
     reads = _arena_reads(prog, out_refs)
-    refs = _int_refs(out_refs)
+    refs = int_refs(out_refs)
     drop, selects = set(), {}
     for k, (_, _, (name, base, n, operands, kind)) in loops:
         lo = base - BUF

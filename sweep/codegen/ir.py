@@ -28,3 +28,13 @@ class Loop:
     active: int = None        # while: the slot of the per-variant 'still running' mask
 
 
+def int_refs(refs):
+    """``refs`` (value ids as ints, constants as floats) as an int64 array,
+    constants -1 (C-level loops: a manoeuvre's outputs are millions)."""
+    import itertools
+
+    import numpy as np
+    is_const = np.fromiter(map(isinstance, refs, itertools.repeat(float)), bool, len(refs))
+    out = np.array(refs, dtype=np.float64).astype(np.int64)
+    out[is_const] = -1
+    return out
