@@ -86,6 +86,13 @@ class _Lowered:
     def __init__(self, runner, thetas, key=None):
         self.runner, self.thetas, self.key = runner, np.asarray(thetas), key
 
+    def lanes(self):
+        """Variants per vector: the runner's (4, AVX2) for a batch; 1 for a
+        chunk of one variant, whose other three lanes would compute padding:
+        scalar code steps 10-15 % faster there and gcc builds it in a
+        quarter less time (BENCHMARKS.md, "Generated backend, sixth session")."""
+        return 1 if len(self.thetas) == 1 else self.runner.lanes
+
     def compile(self):
         import hashlib
         from sweep import tracecache
@@ -105,7 +112,7 @@ class _Lowered:
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla-compile") as pool:
             first_job = pool.submit(lowered.compile)
             try:
-                gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=r.lanes,
+                gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=self.lanes(),
                                                     prekey=sub("integration"))
                 err = None
             except (emit.Unsupported, build.BuildError) as e:

@@ -364,6 +364,23 @@ def test_runner_runs_a_chunk_through_the_generated_code():
     assert np.asarray(outs["toe"]).shape == (3, 17, 2)
 
 
+@pytest.mark.validation
+def test_a_chunk_of_one_variant_runs_scalar_code_equal_to_xla():
+    """A chunk of one variant (the single-variant job) is built with one
+    variant per vector (scalar code, libm instead of libmvec), every channel
+    equal to XLA's over the load step."""
+    gen_runner, xla_runner, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
+    one = thetas[1:2]
+    outs, code, it = gen_runner.lower(one).compile()(one, 1)
+    assert gen_runner.info["backend"] == "generated" and gen_runner.info["lanes"] == 1
+    ref = jax.device_get(xla_runner(jnp.asarray(one)))
+    assert (np.asarray(code) == status.OK).all() and np.asarray(ref[1]).tolist() == np.asarray(code).tolist()
+    assert set(outs) == set(ref[0])
+    for name in outs:
+        _assert_equal(np.asarray(outs[name]), np.asarray(ref[0][name]))
+    assert np.ptp(np.asarray(outs["wheel_centre_displacement"])) > 1e-4
+
+
 @pytest.mark.parametrize("mvec", ["1", "0"])
 def test_transcendental_functions_equal_numpy(monkeypatch, mvec):
     """The transcendental functions of the generated code - glibc's vector
