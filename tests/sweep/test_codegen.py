@@ -259,7 +259,7 @@ def _toy_runner_pair(method="lsrt2", relin=1, n_samples=61, every=2, model_name=
 STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "codegen")
 
 
-def _generated_against_xla(name, first, second, thetas):
+def _generated_against_xla(name, first, second, thetas, W=4):
     """The generated code of ``second`` (the integration stage) against
     ``jit(vmap(second))`` under XLA on the same inputs: the equilibria
     ``first`` of ``thetas`` and XLA's outputs from them are read from
@@ -275,7 +275,7 @@ def _generated_against_xla(name, first, second, thetas):
     carry_shape = jax.eval_shape(first, thetas[0])
     carry_tree = jax.tree_util.tree_structure(carry_shape)
     example = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, a.dtype), carry_shape)
-    traced = emit.trace(second, thetas[0], example)
+    traced = emit.trace(second, thetas[0], example, W=W)
     out_tree = traced[1]
     carries = ref = None
     if os.path.exists(path) and not os.environ.get("AXLE_STORE_REFERENCES"):
@@ -288,7 +288,7 @@ def _generated_against_xla(name, first, second, thetas):
             ref = jax.tree_util.tree_unflatten(out_tree, [z[f"out{k}"] for k in range(out_tree.num_leaves)])
     if carries is None:
         carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
-    got = _generated(second, thetas, carries, traced=traced)(thetas, carries)
+    got = _generated(second, thetas, carries, W=W, traced=traced)(thetas, carries)
     if ref is not None:
         try:
             _assert_equal(got, ref)
@@ -314,9 +314,9 @@ def test_generated_toy_axle_equals_xla():
     _compare("toy_lsrt2", "lsrt2", 1, n_samples=17, every=5)
 
 
-def _compare(name, method, relin, **kw):
+def _compare(name, method, relin, W=4, **kw):
     gen_runner, _, thetas = _toy_runner_pair(method, relin, **kw)
-    got = _generated_against_xla(name, gen_runner.first_fn, gen_runner.second, thetas)
+    got = _generated_against_xla(name, gen_runner.first_fn, gen_runner.second, thetas, W=W)
     assert (np.asarray(got[1]) == status.OK).all()
     assert np.ptp(np.asarray(got[0]["wheel_centre_displacement"])) > 1e-4
 
@@ -364,21 +364,21 @@ def test_runner_runs_a_chunk_through_the_generated_code():
     assert np.asarray(outs["toe"]).shape == (3, 17, 2)
 
 
+def test_a_chunk_of_one_variant_is_built_with_one_variant_per_vector():
+    """The single-variant job's chunk gets scalar code (its other lanes
+    would compute padding); a batch the runner's vector width."""
+    from sweep.engine.generated import LANES, _Lowered
+    gen_runner, _, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
+    assert _Lowered(gen_runner, thetas[:1]).lanes() == 1
+    assert _Lowered(gen_runner, thetas[:2]).lanes() == LANES == 4
+
+
 @pytest.mark.validation
-def test_a_chunk_of_one_variant_runs_scalar_code_equal_to_xla():
-    """A chunk of one variant (the single-variant job) is built with one
-    variant per vector (scalar code, libm instead of libmvec), every channel
-    equal to XLA's over the load step."""
-    gen_runner, xla_runner, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
-    one = thetas[1:2]
-    outs, code, it = gen_runner.lower(one).compile()(one, 1)
-    assert gen_runner.info["backend"] == "generated" and gen_runner.info["lanes"] == 1
-    ref = jax.device_get(xla_runner(jnp.asarray(one)))
-    assert (np.asarray(code) == status.OK).all() and np.asarray(ref[1]).tolist() == np.asarray(code).tolist()
-    assert set(outs) == set(ref[0])
-    for name in outs:
-        _assert_equal(np.asarray(outs[name]), np.asarray(ref[0][name]))
-    assert np.ptp(np.asarray(outs["wheel_centre_displacement"])) > 1e-4
+def test_generated_scalar_code_equals_xla():
+    """The toy axle's integration built with one variant per vector (as for
+    a single-variant job: scalar C, libm instead of libmvec) against XLA's
+    stored outputs, as test_generated_toy_axle_equals_xla at 4 lanes."""
+    _compare("toy_lsrt2", "lsrt2", 1, W=1, n_samples=17, every=5)
 
 
 @pytest.mark.parametrize("mvec", ["1", "0"])
