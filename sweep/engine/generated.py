@@ -127,15 +127,16 @@ class _Lowered:
         r.info = {"backend": "generated", "statements": gen.n_statements, "lanes": gen.W,
                   "threads": kernel.threads, **info,
                   "trace_skipped": bool(first_loaded and info.get("trace_skipped"))}
+        per_vector = "1 variant per vector (scalar code)" if gen.W == 1 else f"{gen.W} variants per vector"
         if info.get("trace_skipped"):
             log.info(f"generated backend: {gen.n_statements} statements from the cache (not traced: "
-                     f"loaded in {info['trace_s']:.1f} s), {gen.W} variants per vector, "
+                     f"loaded in {info['trace_s']:.1f} s), {per_vector}, "
                      f"{kernel.threads} thread(s)")
         elif info["cached"]:
             log.info(f"generated backend: {gen.n_statements} statements from the cache (traced in "
-                     f"{info['trace_s']:.1f} s), {gen.W} variants per vector, {kernel.threads} thread(s)")
+                     f"{info['trace_s']:.1f} s), {per_vector}, {kernel.threads} thread(s)")
         else:
-            log.info(f"generated backend: {gen.n_statements} statements, {gen.W} variants per vector, "
+            log.info(f"generated backend: {gen.n_statements} statements, {per_vector}, "
                      f"{kernel.threads} thread(s); traced in {info['trace_s']:.1f} s, generated in "
                      f"{info['generate_s']:.1f} s, compiled in {info['build_s']:.1f} s")
 
