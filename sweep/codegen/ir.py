@@ -35,6 +35,6 @@ def int_refs(refs):
 
     import numpy as np
     is_const = np.fromiter(map(isinstance, refs, itertools.repeat(float)), bool, len(refs))
-    out = np.array(refs, dtype=np.float64).astype(np.int64)
-    out[is_const] = -1
-    return out
+    vals = np.array(refs, dtype=np.float64)
+    vals[is_const] = -1.0                  # before the cast: a NaN or infinite constant has no int
+    return vals.astype(np.int64)

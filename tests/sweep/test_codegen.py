@@ -189,6 +189,18 @@ def test_broadcast_rows_are_one_nested_loop_and_equal_xla():
     _assert_equal(_generated(f, xs)(xs), jax.jit(jax.vmap(f))(xs), tol=1e-15)
 
 
+def test_output_references_of_constants_map_to_minus_one_without_warnings():
+    """The generator's view of output references (ids as ints, constants as
+    floats, NaN and infinite ones included): ids kept, constants -1."""
+    import warnings
+
+    from sweep.codegen.ir import BUF, int_refs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = int_refs([3, BUF + 7, float("nan"), 2.0, float("inf"), np.int64(5), -float("inf")])
+    assert got.tolist() == [3, BUF + 7, -1, -1, -1, 5, -1]
+
+
 def test_unknown_primitive_is_named():
     def f(x):
         return lax.population_count(x.astype(jnp.int32)).astype(x.dtype)
