@@ -393,12 +393,11 @@ def _even_rows(segments):
     groups = []
     for seg in segments:
         g = groups[-1] if groups else None
-        if g and seg[1] == g[0][1] and _advance(g[-1], seg) == (_advance(g[0], g[1]) if len(g) > 1
-                                                                  else _advance(g[-1], seg)):
-            if all(a is None or a[1] == b[1] for a, b in zip(g[-1][2], seg[2])):
-                g.append(seg)
-                continue
-        groups.append([seg])
+        if g and seg[1] == g[0][1] and (len(g) == 1 or _advance(g[-1], seg) == _advance(g[0], g[1])) \
+                and all(a is None or a[1] == b[1] for a, b in zip(g[-1][2], seg[2])):
+            g.append(seg)
+        else:
+            groups.append([seg])
     return groups
 
 

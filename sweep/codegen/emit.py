@@ -1008,11 +1008,12 @@ def jaxpr_digest(closed):
     return h.hexdigest()
 
 
-def _arena_reads(prog, out_refs):
+def _arena_reads(prog, refs):
     """How often each arena element is read (an int per element): by single
     element references, arena-loop and reduction operands, the rows of a
     scan over a stored array (``xarena``: element ``k`` of each of the
-    enclosing loop's ``length`` rows of ``n``) and the outputs."""
+    enclosing loop's ``length`` rows of ``n``) and the outputs (``refs``:
+    :func:`sweep.codegen.ir.int_refs` of them)."""
     n = prog.arena
     diff = np.zeros(n + 1, np.int64)       # ranges, as a difference array
     single = np.zeros(n + 1, np.int64)
@@ -1060,12 +1061,10 @@ def _arena_reads(prog, out_refs):
                 for a in args:
                     one(a)
     walk(prog.scopes[0], 1)
-    refs = int_refs(out_refs)
     np.add.at(single, refs[refs >= BUF] - BUF, 1)
     if singles:
         np.add.at(single, np.asarray(singles, np.int64) - BUF, 1)
     return (np.cumsum(diff) + single)[:n]
-
 
 
 def fuse_output_passes(prog, out_refs):
@@ -1086,8 +1085,8 @@ def fuse_output_passes(prog, out_refs):
     loops = [(k, st) for k, st in enumerate(top) if st[1] == "aloop" and st[2][0] in ("isfin", "sel")]
     if not loops:
         return {}
-    reads = _arena_reads(prog, out_refs)
     refs = int_refs(out_refs)
+    reads = _arena_reads(prog, refs)
     drop, selects = set(), {}
     for k, (_, _, (name, base, n, operands, kind)) in loops:
         lo = base - BUF
