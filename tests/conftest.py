@@ -3,19 +3,22 @@ their equilibria are built and compiled once per test session (compiled
 functions such as ``sweep.kinds.time_response.lsrt2_run`` are cached by their static
 arguments, so tests that call them alike share one compilation).
 
-Test tiers (markers registered in pyproject.toml, assigned here by ``TIERS``
-or in the test file itself):
+Test tiers (markers registered in pyproject.toml; a test's tier is given by
+its folder or by one ``pytestmark`` at the top of its file, see
+``_tier_of`` below):
 
-* ``e2e``: runs a job in a subprocess or a whole CLI / app job in-process;
-* ``notebook``: executes a notebook;
-* ``validation``: long accuracy validation (``slow`` is an alias of it).
+* fast: everything else - the default ``python -m pytest`` (pyproject's
+  ``addopts``: ``-m "not e2e and not slow and not validation"``);
+* ``e2e`` (tests/e2e/): runs a job in a subprocess or a whole CLI / app job
+  in-process, or executes a notebook (labelled ``notebook``);
+* ``slow``: too long for the fast tier, run by CI after it (reduced forms of
+  the long validations among them);
+* ``validation``: long accuracy validations in their full form, on demand:
+  ``python -m pytest -m validation``.
 
-The default run (``python -m pytest``, pyproject's ``addopts``) is the fast
-tier: ``-m "not e2e and not notebook and not validation"``. The rest:
-``python -m pytest -m "e2e or notebook or validation"``; everything:
-``python -m pytest -m ""``. ``.ci/run`` runs the fast tier, then the rest.
+``.ci/run`` runs the fast tier, then ``-m "e2e or slow"``; everything:
+``python -m pytest -m ""``.
 """
-import fnmatch
 import os
 import sys
 import tempfile
@@ -36,7 +39,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # Read by XLA when its CPU client starts, after this hook; inherited by the
 # xdist workers and the job subprocesses. An XLA_FLAGS that sets the level
 # itself is left as it is.
-FAST_TIER = "not e2e and not notebook and not validation"
+FAST_TIER = "not e2e and not slow and not validation"
 
 
 def pytest_configure(config):
@@ -199,85 +202,38 @@ def single_mount_tables():
 
 
 # ----------------------------------------------------------------------------- test tiers
-TIER_MARKERS = ("e2e", "notebook", "validation")
+# A test's tier is given by its folder or by ONE marker at the top of its
+# file (``pytestmark = pytest.mark.slow``), never per test: tests/e2e/ is the
+# e2e tier; elsewhere a file is in the fast tier unless its ``pytestmark``
+# names ``slow`` or ``validation``. ``notebook`` labels the tests that
+# execute a notebook (they are e2e tests; ``-m notebook`` selects them).
+#   fast        the default ``python -m pytest``
+#   e2e, slow   the rest of CI (``-m "e2e or slow"``)
+#   validation  long accuracy validations in their full form, on demand
+#               (``-m validation``); CI runs their reduced forms (slow tier)
+TIER_MARKERS = ("e2e", "slow", "validation")
+FOLDER_TIERS = {"e2e": "e2e"}
+TESTS = os.path.join(ROOT, "tests")
 
-# test file basename -> tier of every test in it, or {pattern: tier}; patterns
-# are fnmatch patterns on the test function's name (``originalname``, without
-# the parameters) or on the full item name (with ``[params]``). Keyed by
-# basename so that it survives moving files between test folders. What is not
-# named here (or marked in its file) is in the fast tier. Chosen from the
-# per-test durations of a full run (docs/mutation.md, "Test tiers").
-TIERS = {
-    # whole jobs (a `python -m sweep` / `sweep.tune` subprocess or sweep.app.main in-process)
-    "test_app.py": {"test_cli_writes_a_valid_cube_and_summary": "e2e", "test_cube_equals_direct_kernel_run": "e2e",
-                    "test_rerun_same_config_keeps_cube_and_other_config_is_refused": "e2e",
-                    "test_reference_beside_gives_nmse_summary": "e2e",
-                    "test_twist_beam_lhs_job_with_a_flexible_cross_member": "e2e",
-                    "test_default_job_runs_the_generated_code_and_equals_xla": "e2e"},
-    "test_channels.py": {"test_a_channel_added_to_the_table_is_in_the_cube_with_its_units": "e2e"},
-    "test_faults.py": {"test_damaged_chunks_*": "e2e", "test_damaged_metadata_*": "e2e", "test_cube_layout_units_and_chunking": "e2e",
-                       "test_sig*": "e2e", "test_second_process_on_the_same_store_is_refused": "e2e",
-                       "test_write_error_*": "e2e"},
-    "test_inputs.py": {"test_failing_multirun_job_does_not_stop_its_siblings": "e2e",
-                       "test_hydra_configuration_errors_exit_2_*": "e2e",
-                       "test_command_line_exits_2_with_one_line": "e2e"},
-    "test_job_kinds.py": "e2e",
-    "test_kc.py": {"test_kc_sweep_writes_*": "e2e", "test_kc_rerun_is_a_no_op_*": "e2e",
-                   # the double wishbone's K&C compile; the toy-axle twins stay fast
-                   "test_double_wishbone_metrics_match_finite_difference_loading": "validation",
-                   "test_implicit_derivatives_of_the_equilibrium_match_finite_differences": "validation",
-                   "test_toy_travel_metrics_match_finite_differences_in_both_modes": "validation"},
-    "test_modes_job.py": {"test_modes_cube_equals_*": "e2e", "test_modes_split_over_*": "e2e",
-                          "test_modes_notebook_*": "notebook"},
-    "test_sweep.py": {"test_failing_variant_is_isolated_*": "e2e", "test_public_schema_check_passes": "e2e",
-                      "test_sigkill_then_rerun_*": "e2e", "test_joblib_multirun_*": "e2e",
-                      "test_submitit_local_*": "e2e",
-                      "test_two_devices_shard_*": "e2e", "test_notebook_executes_*": "notebook"},
-    "test_tracecache.py": {"test_rerun_loads_the_traced_runner_*": "e2e"},
-    "test_tune.py": {"test_objective_gradients_match_central_differences": "e2e",
-                     "test_recovery_of_six_bushing_factors_*": "e2e",
-                     "test_constraint_holds_where_*": "e2e", "test_tuning_notebook_executes": "notebook"},
-    "test_checkpoint.py": "validation",
-    # long accuracy validations (besides the in-file `slow` marks): time
-    # integrations of the axles, the K&C geometry compiles of the double
-    # wishbone, the cross-check against Exudyn, convergence orders
-    "test_axle_kinematics.py": "validation",
-    "test_blocks.py": {"test_block_and_dense_solve_agree_double_wishbone": "validation",
-                       "test_float32_block_solver_is_float32_accurate_and_returns_float64": "validation",
-                       "test_block_and_dense_solve_agree_multilink": "validation"},
-    "test_elements.py": {"test_closed_form_*": "validation", "test_bushing_float32_follows_input_dtype": "validation"},
-    "test_radau.py": {"test_value_on_the_toy_axle_matches_solve": "validation"},
-    "test_blocklu_prototype.py": "validation",
-    "test_element_registry.py": {"test_zero_stiffness_reproduces_the_axle": "validation",
-                                 "test_torsion_spring_equals_the_rotational_bushing": "validation",
-                                 "test_equilibrium_torque_is_k_times_the_relative_angle": "validation",
-                                 "test_element_jacobian_autodiff_equals_central_differences": "validation"},
-    "test_energy.py": "validation",
-    "test_exudyn.py": {"test_model_generated_from_the_tables": "validation", "test_bushing_forces_matched_*": "validation",
-                       "test_static_equilibrium_*": "validation", "test_eigenvalues_*": "validation",
-                       "test_longitudinal_step_*": "validation"},
-    "test_kc_geometry.py": {"test_geometry_metrics_match_finite_differences": "validation",
-                            "test_models_without_steering_joint_or_vehicle_data_give_nan_not_failure": "validation",
-                            "test_double_wishbone_steering_axis_*": "validation",
-                            "test_travel_curve_geometry_*": "validation",
-                            "test_steering_curve_slope_*": "validation",
-                            "test_steering_rack_option_*": "validation",
-                            "test_kc_at_kerb_load_*": "validation"},
-    "test_lsrt2.py": {"test_gradient_through_the_integration_matches_finite_differences": "validation",
-                      "test_float32_option_runs_in_float32_and_stays_close_to_float64": "validation"},
-    "test_methods.py": {"test_order_on_*": "validation", "test_error_estimate_*": "validation",
-                        "test_stiff_problem_is_stable_for_every_method": "validation",
-                        "test_generic_step_equals_lsrt2_written_out": "validation",
-                        "test_simulate_through_the_interface_is_the_time_loop_bitwise": "validation",
-                        # the time-event orders: ROS34PW2 on the grid (its c = 1 stage) and
-                        # through a ramp and an off-grid step stay fast, the rest validation
-                        # ("[[]" is fnmatch's literal "[")
-                        "test_every_method_keeps_its_order_*[[]lsrt2-*": "validation",
-                        "test_every_method_keeps_its_order_*[[]linear_implicit_euler-*": "validation",
-                        "test_every_method_keeps_its_order_*[[]ros34pw2-step_off_grid]": "validation"},
-    "test_modes.py": "validation",
-    "test_work_precision.py": "validation",
-}
+
+def _tier_of(item):
+    """The tier of a test from its folder and its module's ``pytestmark``; a
+    tier marker on a test function, class or parameter is an error."""
+    own = [m.name for m in item.own_markers if m.name in TIER_MARKERS]
+    cls = getattr(item, "cls", None)
+    own += [m.name for m in getattr(cls, "pytestmark", []) if m.name in TIER_MARKERS]
+    if own:
+        raise pytest.UsageError(f"{item.nodeid}: tier marker {own[0]!r} on a test; a tier is given by the "
+                                "test's folder or by one pytestmark at the top of its file (tests/conftest.py)")
+    marks = getattr(item.module, "pytestmark", [])
+    marks = marks if isinstance(marks, list) else [marks]
+    in_file = [m.name for m in marks if m.name in TIER_MARKERS]
+    folder = FOLDER_TIERS.get(os.path.relpath(str(item.path), TESTS).split(os.sep)[0])
+    tiers = set(in_file) | ({folder} if folder else set())
+    if len(tiers) > 1:
+        raise pytest.UsageError(f"{item.path}: more than one tier ({', '.join(sorted(tiers))}) from its folder "
+                                "and its pytestmark")
+    return tiers.pop() if tiers else "fast"
 
 
 # test files with the longest runs in the rest tier go first (file basenames,
@@ -316,17 +272,10 @@ def _tiers_of(item):
 
 @pytest.hookimpl(tryfirst=True)       # before the -m selection of pytest's mark plugin
 def pytest_collection_modifyitems(config, items):
-    used = set()
     for item in items:
-        for tier in _tiers_of(item):
+        tier = _tier_of(item)
+        if tier != "fast" and item.get_closest_marker(tier) is None:
             item.add_marker(tier)
-        spec = TIERS.get(os.path.basename(str(item.path)))
-        if isinstance(spec, dict):
-            name = getattr(item, "originalname", None) or item.name
-            used |= {(os.path.basename(str(item.path)), p) for p in spec
-                     if fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(item.name, p)}
-        if item.get_closest_marker("slow") is not None:
-            item.add_marker("validation")
     # the files of LONGEST_FIRST first, the others by their number of tests
     # (xdist's own order otherwise); a stable sort by file: files stay whole
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
@@ -334,12 +283,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         count[item.path] = count.get(item.path, 0) + 1
     items.sort(key=lambda i: (rank.get(os.path.basename(str(i.path)), len(rank)), -count[i.path], str(i.path)))
-    # a pattern of a collected file that matches none of its tests: a test was
-    # renamed and its tier is lost (checked only when whole files were collected)
-    if not any("::" in a for a in config.args) and not config.getoption("keyword"):
-        files = {os.path.basename(str(i.path)) for i in items}
-        stale = [f"{f}: {p}" for f, spec in TIERS.items() if f in files and isinstance(spec, dict)
-                 for p in spec if (f, p) not in used]
-        if stale:
-            warnings.warn(pytest.PytestWarning(
-                "tests/conftest.py TIERS: patterns that match no test (renamed?): " + "; ".join(stale)))

@@ -15,9 +15,9 @@ only ``test_*.py``, so this file is never collected):
 
 Tiers: by default the listed tests run as the default ``python -m pytest``
 selects them (the fast tier, pyproject's ``addopts``: ``-m "not e2e and not
-notebook and not validation"``); a listed test outside that tier is
+slow and not validation"``); a listed test outside that tier is
 deselected and noted. Every mutant must be caught in the fast tier.
-``--tier all`` (``-m ""``) runs the e2e / notebook / validation tests of the
+``--tier all`` (``-m ""``) runs the e2e / slow / validation tests of the
 lists too.
 
 Each mutant is a list of source edits ``(file, exact old text, new text,
@@ -77,16 +77,16 @@ ENERGY_GRAD = "tests/kernels/test_energy.py::test_energy_oracle_forces_are_its_g
 ENERGY_DAMPED = "tests/kernels/test_energy.py::test_damped_axle_energy_balance"
 ENERGY_CONSERVED = "tests/kernels/test_energy.py::test_undamped_axle_conserves_energy_short"
 P2P = "tests/kernels/test_p2p_analytic.py"
-CODEGEN_SMALL = "tests/sweep/test_codegen.py::test_control_flow_and_variable_indexing_equal_xla"
-CODEGEN_TOY = "tests/sweep/test_codegen.py::test_generated_toy_axle_equals_xla"
+CODEGEN_SMALL = "tests/sweep/codegen/test_codegen.py::test_control_flow_and_variable_indexing_equal_xla"
+CODEGEN_TOY = "tests/sweep/codegen/test_codegen.py::test_generated_toy_axle_equals_xla"
 VALID_ORDER = "tests/kernels/test_validation.py::test_lsrt2_order_on_the_double_wishbone_step"
 VALID_NMSE = "tests/kernels/test_validation.py::test_nmse_against_radau_within_published"
 VALID_RESP = "tests/kernels/test_validation.py::test_response_is_a_weakly_damped_oscillation_settling_at_a_few_mm"
-ML_NMSE = "tests/kernels/test_multilink.py::test_nmse_against_radau_within_published"
+ML_NMSE = "tests/kernels/test_multilink_step.py::test_nmse_against_radau_within_published"
 ML_BALANCE = "tests/kernels/test_multilink.py::test_static_equilibrium_force_and_moment_balance"
 KC_HAND = "tests/kernels/test_kc.py::test_linear_toy_axle_matches_hand_computed_compliance"
-KC_FD = "tests/kernels/test_kc.py::test_double_wishbone_metrics_match_finite_difference_loading"
-KC_FD_TOY_TRAVEL = "tests/kernels/test_kc.py::test_toy_travel_metrics_match_finite_differences_in_both_modes"
+KC_FD = "tests/kernels/test_kc_finite_differences.py::test_double_wishbone_metrics_match_finite_difference_loading"
+KC_FD_TOY_TRAVEL = "tests/kernels/test_kc_finite_differences.py::test_toy_travel_metrics_match_finite_differences_in_both_modes"
 KC_TOY_DECOUPLED = "tests/kernels/test_kc.py::test_toy_sides_are_decoupled_so_roll_equals_parallel_travel"
 KC_SYM = "tests/kernels/test_kc.py::test_compliance_is_symmetric_for_conservative_elements"
 KC_FDTOY = "tests/kernels/test_kc.py::test_compliance_matrix_matches_finite_difference_loading"
@@ -293,7 +293,7 @@ MUTANTS = [
            [("kernels/forces.py", 'friction = jnp.where(prm["friction"] > 0.0, friction, -1.0)',
              'friction = jnp.where(prm["friction"] >= 0.0, friction, -1.0)')],
            ["tests/kernels/test_state_events.py::test_zero_friction_force_has_no_law",
-            "tests/kernels/test_state_events.py::test_zero_friction_force_is_no_friction"]),
+            "tests/kernels/test_state_events_rigs.py::test_zero_friction_force_is_no_friction"]),
     Mutant("kc_lateral_load_direction", "lateral force applied outboard (load_direction)",
            [("kernels/kc.py", "cols = (z, -s, z, -s * R, z, z)", "cols = (z, s, z, s * R, z, z)")],
            KC_SIGN_TESTS),

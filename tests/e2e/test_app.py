@@ -6,30 +6,11 @@ import sys
 import numpy as np
 import pytest
 import xarray as xr
-from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
 
 from tests.conftest import CHECK_CUBE, ROOT
+from tests.jobs import cfg_of, cli
 
 SHORT = ["loadcase.t_start=4.95", "loadcase.t_end=5.05"]
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
-
-
-def cfg_of(*overrides):
-    """The job config of a command line, as ``python -m sweep`` composes it
-    (the default ``output.path`` resolved with its override dirname)."""
-    from hydra.core.hydra_config import HydraConfig
-    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        cfg.output.path = str(cfg.output.path)
-        del cfg["hydra"]
-    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -103,32 +84,6 @@ def test_reference_beside_gives_nmse_summary(cli_run, capsys):
     printed = float(re.search(r"wheel_displacement: (\S+)", text).group(1))
     assert printed == pytest.approx(expected, rel=1e-3)
     assert printed > 0
-
-
-def test_unknown_config_key_fails_before_compute(tmp_path):
-    """A misspelt key is Hydra's composition error (its message naming the
-    key; exit code 2, the project's code for a bad configuration), raised
-    before anything is built: no compile, no cube."""
-    out = tmp_path / "c.zarr"
-    proc = cli("integrator.relinearize_every=2", f"output.path={out}", f"hydra.run.dir={tmp_path}/hydra")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Could not override 'integrator.relinearize_every'" in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stderr and "compile" not in proc.stdout
-    assert not out.exists()
-
-
-@pytest.mark.parametrize("override, message", [
-    ("output.path=outputs/x.nc", "must end in .zarr"),
-    ("integrator.dt=0.0007", "integrator.dt = 0.0007: does not divide the load case duration 0.1 s"),
-    ("loadcase.wheel_loads.left.fq=1", "loadcase.wheel_loads.left.fq: unknown load channel"),
-])
-def test_bad_values_give_one_line_errors(override, message, capsys, tmp_path):
-    from sweep.app import main
-    path = [] if override.startswith("output.path") else [f"output.path={tmp_path}/c.zarr"]
-    cfg = cfg_of(*SHORT, override, *path) if "fq" not in override else cfg_of(*SHORT, "+" + override, *path)
-    assert main(cfg) == 2
-    err = capsys.readouterr().err.strip()
-    assert message in err and len(err.splitlines()) == 1
 
 
 def test_twist_beam_lhs_job_with_a_flexible_cross_member(tmp_path):

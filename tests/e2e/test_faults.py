@@ -17,7 +17,6 @@ Every run shares one persistent compilation cache, so only the first
 compiles (the toy axle, a 0.05 s step).
 """
 import glob
-import json
 import os
 import shutil
 import signal
@@ -290,35 +289,6 @@ def test_second_process_on_the_same_store_is_refused(tmp_path, env):
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=HANG_GUARD)
     assert first.returncode == 128 + signal.SIGTERM
-
-
-def test_lock_semantics(tmp_path):
-    """Shards with disjoint chunks share a store; overlapping runs refuse;
-    entries of dead processes are taken over; the file goes with the last."""
-    from sweep.store import StoreError, StoreLock
-    path = str(tmp_path / "s.zarr")
-    other = subprocess.Popen(["sleep", "60"])              # a live process of this host
-    host = socket.gethostname().replace(".", "_")
-    try:
-        def holder(pid, shard, n):
-            with open(path + ".lock", "w") as f:
-                f.write(json.dumps({"pid": pid, "host": host, "start": None, "shard": shard,
-                                    "num_shards": n, "since": "now"}) + "\n")
-        holder(other.pid, 0, 2)
-        StoreLock(path, 1, 2).acquire().release()            # disjoint shard: fine
-        StoreLock(path, 1, 4).acquire().release()            # k % 4 == 1 never has k % 2 == 0
-        for shard, n in ((0, 1), (0, 2), (2, 4)):
-            with pytest.raises(StoreError, match=f"in use by process {other.pid}"):
-                StoreLock(path, shard, n).acquire()
-        assert os.path.exists(path + ".lock")                 # the other's entry stays
-        holder(_dead_pid(), 0, 1)                             # stale: taken over
-        lock = StoreLock(path).acquire()
-        assert [json.loads(ln)["pid"] for ln in open(path + ".lock")] == [os.getpid()]
-        lock.release()
-        assert not os.path.exists(path + ".lock")
-    finally:
-        other.kill()
-        other.wait()
 
 
 # --------------------------------------------------------------------------- write errors

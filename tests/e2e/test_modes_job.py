@@ -8,7 +8,7 @@ import pytest
 import scipy.linalg
 import xarray as xr
 
-from tests.e2e.test_app import cfg_of
+from tests.jobs import cfg_of
 from tests.kernels.test_modes import _dense_state_matrix
 
 TOY = ["model=toy_trailing_arm", "loadcase=modes", "loadcase.n_modes=8", "sweep.progress=false",
@@ -57,18 +57,7 @@ def test_modes_cube_equals_an_independent_eigen_solve_per_variant(modes_cube):
     np.testing.assert_allclose(ds.bushing_energy.sum("bushing").values, 1.0, rtol=1e-10)
 
 
-@pytest.mark.parametrize("over, key", [("loadcase.n_modes=0", "loadcase.n_modes = 0"),
-                                       ("loadcase.n_modes=99", "loadcase.n_modes = 99"),
-                                       ("+loadcase.travel=[0,1]", "loadcase.travel: unknown key")])
-def test_bad_modes_load_case_is_one_line(over, key, tmp_path, capsys):
-    from sweep import app
-    cfg = cfg_of(*TOY, over, f"output.path={tmp_path}/x.zarr")
-    assert app.main(cfg, progress=False) == 2
-    err = capsys.readouterr().err
-    assert key in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "x.zarr").exists()
-
-
+@pytest.mark.notebook
 def test_modes_notebook_maps_the_tracked_mode(modes_cube, tmp_path, monkeypatch):
     """notebooks/03_modes_map.ipynb runs top to bottom on the modes cube,
     draws its figures, and reports the tracked mode's frequency range as a
@@ -77,7 +66,7 @@ def test_modes_notebook_maps_the_tracked_mode(modes_cube, tmp_path, monkeypatch)
     import os
     import nbformat
     from nbclient import NotebookClient
-    from tests.sweep.test_sweep import ROOT, notebook_outputs
+    from tests.e2e.test_sweep_jobs import ROOT, notebook_outputs
     cfg, ds = modes_cube
     nb = nbformat.read(os.path.join(ROOT, "notebooks", "03_modes_map.ipynb"), as_version=4)
     monkeypatch.setenv("AXLE_MODES_CUBE", str(cfg.output.path))

@@ -21,10 +21,12 @@ import scipy.optimize
 from scipy.spatial.transform import Rotation
 
 import kernels  # noqa: F401  (float64)
-from conftest import load_model_cfg
+from tests.conftest import load_model_cfg
 from kernels import kc, metrics, statics
 from kernels.model import build_model
 from sweep.model_builder import build_tables
+
+pytestmark = pytest.mark.slow
 
 DEG = 180.0 / np.pi
 

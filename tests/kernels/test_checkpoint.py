@@ -19,6 +19,8 @@ from kernels import integrate
 from kernels.dynamics import Linearisation
 from kernels.lsrt2 import LSRT2
 
+pytestmark = pytest.mark.slow
+
 _rng = np.random.default_rng(1)
 _A = _rng.normal(size=(6, 6))
 OMEGA = _A @ _A.T + 6 * np.eye(6)          # s.p.d. stiffness per unit mass, 1/s^2

@@ -39,6 +39,8 @@ from scipy.spatial.transform import Rotation
 import kernels  # noqa: F401  (float64)
 from kernels.rotations import euler_to_matrix
 
+pytestmark = pytest.mark.slow
+
 FZ = 5000.0                  # N, constant upward wheel-centre force per side
 GAUSS_X, GAUSS_W = np.polynomial.legendre.leggauss(4)   # exact for the cubic pieces
 TOL_DRIFT = 1e-6             # |E(t) - E(0)| / max T: undamped
@@ -341,7 +343,6 @@ def test_undamped_axle_conserves_energy_short(undamped):
     assert drift < TOL_DRIFT
 
 
-@pytest.mark.slow
 def test_undamped_axle_conserves_energy_half_a_second(undamped):
     """Five times the short run: 8 periods of the 16 Hz longitudinal mode (the explicit
     reference solver's cost grows with the time span)."""

@@ -8,11 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import xarray as xr
 
 import kernels  # noqa: F401  (float64)
 from kernels import kc, statics
-from kernels.model import ModelError, build_model
+from kernels.model import build_model
 
 G = 9.81
 DEG = 180.0 / np.pi
@@ -226,110 +225,8 @@ def test_compliance_matrix_matches_finite_difference_loading():
 
 # --------------------------------------------------------------------------- implicit derivatives
 
-def test_implicit_derivatives_of_the_equilibrium_match_finite_differences():
-    """Reverse-mode derivatives of static and height-constrained equilibria w.r.t. stiffness scales, loads and heights (implicit function
-    theorem, not unrolled Newton) against central differences."""
-    import dataclasses
-    base = build_model(toy_spring_axle())
-
-    def with_scale(s):
-        return dataclasses.replace(base, pp_k_scale=base.pp_k_scale.at[:3].multiply(s[0])
-                                   .at[6:9].multiply(s[1]))
-
-    u = jnp.zeros((2, 6)).at[:, 2].set(260.0).at[0, 1].set(150.0)
-
-    def free(p):      # p = (scale0, scale1, Fy_left)
-        m = with_scale(p)
-        r = statics.static_equilibrium(m, u.at[0, 1].add(p[2])).r
-        return jnp.stack([r[0, 0], r[0, 1], r[1, 2], r[0, 5], r[1, 3]])
-
-    def constrained(p):   # p = (scale0, scale1, z_left)
-        m = with_scale(p)
-        eq = statics.constrained_equilibrium(m, jnp.zeros((2, 6)), jnp.array([p[2], 0.0]))
-        return jnp.concatenate([eq.fz, eq.r[0, :2], eq.r[1, 4:5]])
-
-    for f, p0, h in ((free, np.array([1.2, 0.8, 0.0]), np.array([1e-4, 1e-4, 1e-2])),
-                     (constrained, np.array([1.2, 0.8, 0.01]), np.array([1e-4, 1e-4, 1e-6]))):
-        P = np.concatenate([p0 + np.diag(h), p0 - np.diag(h)])
-
-        @jax.jit
-        def derivatives(p0, P):       # one compilation: reverse mode and the FD points
-            return jax.jacrev(f)(p0), jax.vmap(f)(P)
-        J_rev, vals = (np.asarray(a) for a in derivatives(jnp.asarray(p0), jnp.asarray(P)))
-        fd = ((vals[:3] - vals[3:]) / (2 * h[:, None])).T
-        np.testing.assert_allclose(J_rev, fd, rtol=1e-5, atol=1e-7 * np.abs(fd).max())
-
 
 # --------------------------------------------------------------------------- the double wishbone
-
-@pytest.fixture(scope="module")
-def dw_kc(dw_model):
-    """The double wishbone with brakes locked: design position, metrics, and
-    the nonlinear load cases at +-small amplitudes (one compiled function;
-    the four force analyses and the two travel modes vmapped)."""
-    model = kc.lock_brakes(dw_model, kc.DEFAULT_BRAKE_LOCK)
-    R = kc.DEFAULT_LOADED_RADIUS
-    dirs = np.stack([kc.load_direction(an, R) for an in kc.FORCE_ANALYSES])
-    dzs = np.stack([kc.travel_direction(mode) for mode in kc.TRAVEL_MODES])
-
-    @jax.jit
-    def run(model):
-        eq = kc.design_position(model)
-        forces = jax.vmap(lambda D: kc.force_curve(model, eq, np.array([-1.0, 1.0]), D))(dirs)
-        travel = jax.vmap(lambda dz: kc.travel_curve(model, eq, np.array([-1e-4, 1e-4]), dz))(dzs)
-        return {"metrics": kc.kc_metrics(model, eq, R), "eq": eq, "forces": forces, "travel": travel}
-    out = jax.device_get(run(model))
-    for i, an in enumerate(kc.FORCE_ANALYSES):
-        out[an] = jax.tree_util.tree_map(lambda a: a[i], out["forces"])
-    for i, mode in enumerate(kc.TRAVEL_MODES):
-        out[mode] = jax.tree_util.tree_map(lambda a: a[i], out["travel"])
-    return model, out
-
-
-def test_double_wishbone_metrics_match_finite_difference_loading(dw_kc):
-    """Every metric (derivative at the design position) against central
-    differences of the full nonlinear model loaded at +-1 N (+-1 N m for the
-    aligning torque; +-0.1 mm of wheel travel), both sides."""
-    model, out = dw_kc
-    M = out["metrics"]
-    assert bool(out["eq"].converged)
-    sign = kc.SIDE_SIGN
-
-    def fd(o, key, h):
-        assert np.all(o["converged"])
-        return (o[key][1] - o[key][0]) / (2 * h)
-    checks = {}
-    for an, per in (("lateral_force", 1e3), ("traction_force", 1e3), ("braking_force", 1e3),
-                    ("aligning_torque", 1e2)):
-        o = out[an]
-        checks[f"toe_per_{an}"] = fd(o, "toe", 1.0) * per * DEG
-        checks[f"camber_per_{an}"] = fd(o, "camber", 1.0) * per * DEG
-        w = fd(o, "wheel_centre_displacement", 1.0) * per * 1e3
-        if an == "lateral_force":
-            checks["lateral_compliance"] = -sign * w[:, 1]
-        elif an == "traction_force":
-            checks["longitudinal_compliance"] = w[:, 0]
-        elif an == "braking_force":
-            checks["longitudinal_compliance_braking"] = -w[:, 0]
-    for mode, pre in (("parallel", ""), ("opposite", "roll_")):
-        o = out[mode]
-        own = np.ones(2) if mode == "parallel" else sign
-        checks[pre + ("bump_steer" if mode == "parallel" else "steer")] = fd(o, "toe", 1e-4) / own * DEG
-        checks[pre + "camber_gain"] = fd(o, "camber", 1e-4) / own * DEG
-        checks[pre + "wheel_rate"] = fd(o, "wheel_load", 1e-4)[:, 2] / own / 1e3
-    # the geometry metrics have their own oracles (tests/kernels/test_kc_geometry.py);
-    # the wind-up is checked by hand above and against the leaf-spring axle's beam model
-    assert set(checks) == set(kc.METRICS) - {"design_wheel_load", "design_toe", "design_camber", "wind_up"} \
-        - set(kc.GEOMETRY_METRICS)
-    for name, value in checks.items():
-        np.testing.assert_allclose(M[name], value, rtol=1e-5, err_msg=name)
-    # a symmetric axle gives the same value on both sides (sign conventions per side)
-    for name in kc.METRICS:
-        np.testing.assert_allclose(M[name][0], M[name][1], rtol=1e-6, atol=1e-12, err_msg=name)
-    # the design position: wheel centres at design height
-    wc = np.asarray(out["eq"].r)[np.asarray(model.topology.wheel_slots), 2]
-    np.testing.assert_allclose(wc, np.asarray(model.r_design)[np.asarray(model.topology.wheel_slots), 2],
-                               atol=1e-12)
 
 
 def test_brake_lock_finds_the_wheel_bearings(dw_model):
@@ -345,7 +242,7 @@ def test_brake_lock_finds_the_wheel_bearings(dw_model):
 # model-agnostic, and its compilation is short)
 
 def _kc_cfg(*over):
-    from tests.e2e.test_app import cfg_of
+    from tests.jobs import cfg_of
     return cfg_of("model=toy_trailing_arm", *over)
 
 
@@ -356,84 +253,6 @@ def toy_direct():
     model = kc.lock_brakes(model_from_config(_kc_cfg().model), kc.DEFAULT_BRAKE_LOCK)
     eq = jax.jit(kc.design_position)(model)
     return jax.device_get(jax.jit(kc.kc_metrics)(model, eq, kc.DEFAULT_LOADED_RADIUS))
-
-
-@pytest.fixture(scope="module")
-def kc_cube(tmp_path_factory):
-    """Four variants of the travel load case, the third with an absurd bushing
-    softening that breaks its equilibrium; run through the pipeline (sweep.engine.run)."""
-    d = tmp_path_factory.mktemp("kc")
-    csv = d / "design.csv"
-    csv.write_text("\n".join(["soft", "1.0", "0.7", "1e-12", "1.3"]) + "\n")
-    path = d / "travel.zarr"
-    over = ["loadcase=kc_wheel_travel", "loadcase.travel=[-0.04,0.04]", "loadcase.steps=5",
-            "sweep=table", f"sweep.table={csv}", "sweep.chunk_size=4", "~sweep.parameters",
-            "+sweep.parameters.soft.target=bushing.stiffness", "+sweep.parameters.soft.elements=*",
-            "+sweep.parameters.soft.bounds=[1e-12,2.0]", "+sweep.parameters.soft.scale=log",
-            f"output.path={path}"]
-    from omegaconf import OmegaConf
-    from sweep import engine
-    from sweep.kinds import kind_of
-    cfg = _kc_cfg(*over)
-    summary = engine.run(kind_of(cfg), cfg, OmegaConf.to_yaml(cfg), progress=False)   # kind from loadcase.kind
-    assert summary["kind"] == "kc" and summary["variants_run"] == 4
-    return path, over
-
-
-def test_kc_sweep_writes_a_cube_with_units_and_isolates_failures(kc_cube, toy_direct):
-    path, _ = kc_cube
-    ds = xr.open_zarr(path)
-    assert list(ds.status.values) == [0, 0, 1, 0]
-    assert ds.attrs["cube_kind"] == "kc" and ds.status.attrs["flag_meanings"].split()[5] == "load_step_failed"
-    assert ds.sizes["travel"] == 5 and list(ds.side.values) == ["left", "right"]
-    np.testing.assert_allclose(ds.travel.values, np.linspace(-0.04, 0.04, 5))
-    assert ds.travel.attrs["units"] == "m"
-    for name, (units, _) in kc.METRICS.items():
-        assert ds[name].attrs["units"] == units and ds[name].dims == ("variant", "side")
-    assert ds.compliance_matrix.dims == ("variant", "side", "dof", "component")
-    assert ds.attrs["brake_locked_bushings"] == ["wheel_bearing_left", "wheel_bearing_right"]
-    assert np.all(np.isnan(ds.toe.values[2])) and np.all(np.isnan(ds.wheel_rate.values[2]))
-    ok = [0, 1, 3]
-    assert np.all(np.isfinite(ds.toe.values[ok])) and np.all(ds.converged.values[ok] == 1)
-    # variant 0 is the nominal axle: its metrics equal the direct kernel run
-    for name in kc.METRICS:
-        # (atol: the toy has no anti-roll bar, its bar rate is a difference of equal rates, ~1e-15)
-        np.testing.assert_allclose(ds[name].values[0], toy_direct[name], rtol=1e-9, atol=1e-9, err_msg=name)
-    np.testing.assert_allclose(ds.compliance_matrix.values[0], toy_direct["compliance_matrix"], rtol=1e-9)
-    # the travel curve: 0 is the design position, the wheel centre follows the
-    # prescribed height, the wheel load rises with bump
-    i0 = int(np.argmin(np.abs(ds.travel.values)))
-    np.testing.assert_allclose(ds.wheel_centre_displacement.values[0, i0], 0.0, atol=1e-12)
-    np.testing.assert_allclose(ds.wheel_centre_displacement.sel(axis="z").values[0, :, 0],
-                               ds.travel.values, atol=1e-10)
-    fz = ds.wheel_load.sel(component="fz").values[0, :, 0]
-    assert np.all(np.diff(fz) > 0)
-    np.testing.assert_allclose(fz[i0], toy_direct["design_wheel_load"][0], rtol=1e-9)
-    # the stiffness parameter acts: stiffer bushings -> smaller longitudinal compliance
-    lc = ds.longitudinal_compliance.values[:, 0]
-    assert lc[3] < lc[0] < lc[1]
-    np.testing.assert_allclose(ds.soft.values, [1.0, 0.7, 1e-12, 1.3])
-
-
-def test_kc_rerun_is_a_no_op_and_bad_config_is_one_line(kc_cube, capsys, tmp_path):
-    from sweep.app import main
-    path, over = kc_cube
-    before = xr.open_zarr(path).toe.values.copy()
-    capsys.readouterr()
-    # python -m sweep with a K&C load case: same job, nothing left to run, K&C summary
-    assert main(_kc_cfg(*over), progress=False) == 0
-    out = capsys.readouterr().out
-    assert "nothing to run" in out and "K&C metrics of variant 0" in out, out
-    np.testing.assert_array_equal(xr.open_zarr(path).toe.values, before)
-    for bad, msg in (("loadcase.mode=diagonal", "loadcase.mode = 'diagonal' is not one of parallel, opposite"),
-                     ("loadcase.steps=0", "loadcase.steps = 0 must be >= 1"),
-                     ("loadcase.loaded_radius=-0.3", "loadcase.loaded_radius = -0.3 must be > 0"),
-                     ("+loadcase.travle=[0,1]", "loadcase.travle: unknown key")):
-        cfg = _kc_cfg("loadcase=kc_wheel_travel", bad, f"output.path={tmp_path}/x.zarr")
-        assert main(cfg, progress=False) == 2
-        err = capsys.readouterr().err.strip()
-        assert msg in err and len(err.splitlines()) == 1, err
-        assert not os.path.exists(tmp_path / "x.zarr")
 
 
 def test_force_load_case_layout_without_compute(tmp_path):
@@ -452,36 +271,6 @@ def test_force_load_case_layout_without_compute(tmp_path):
     assert store_spec(plan)["__coords__"]["force"][1]["units"] == "N"
     assert len(plan.case["amplitudes"]) == 9
     assert not os.path.exists(tmp_path / "a.zarr")
-
-
-def test_toy_travel_metrics_match_finite_differences_in_both_modes():
-    """The wheel-travel metrics of the trailing-arm toy axle (parallel and
-    opposite travel: bump steer, camber gain, wheel rate, each per the
-    side's own travel) against central differences of its nonlinear travel
-    curve at +-0.1 mm - the cheap twin of the double-wishbone check above."""
-    from sweep.model_builder import model_from_config
-    model = kc.lock_brakes(model_from_config(_kc_cfg().model), kc.DEFAULT_BRAKE_LOCK)
-    dzs = np.stack([kc.travel_direction(mode) for mode in kc.TRAVEL_MODES])
-
-    @jax.jit
-    def run(model):
-        eq = kc.design_position(model)
-        travel = jax.vmap(lambda dz: kc.travel_curve(model, eq, np.array([-1e-4, 1e-4]), dz))(dzs)
-        return kc.kc_metrics(model, eq, kc.DEFAULT_LOADED_RADIUS, with_geometry=False), travel
-    M, travel = jax.device_get(run(model))
-    sign = kc.SIDE_SIGN
-    for i, (mode, pre) in enumerate((("parallel", ""), ("opposite", "roll_"))):
-        assert kc.TRAVEL_MODES[i] == mode
-        o = jax.tree_util.tree_map(lambda a: a[i], travel)
-        assert np.all(o["converged"])
-        own = np.ones(2) if mode == "parallel" else sign
-        fd = {k: (o[k][1] - o[k][0]) / 2e-4 for k in ("toe", "camber", "wheel_load")}
-        checks = {pre + ("bump_steer" if mode == "parallel" else "steer"): fd["toe"] / own * DEG,
-                  pre + "camber_gain": fd["camber"] / own * DEG,
-                  pre + "wheel_rate": fd["wheel_load"][:, 2] / own / 1e3}
-        for name, value in checks.items():
-            assert np.all(np.abs(value) > 1e-3) or name.endswith("steer"), (name, value)
-            np.testing.assert_allclose(M[name], value, rtol=1e-5, atol=1e-9, err_msg=name)
 
 
 def test_toy_sides_are_decoupled_so_roll_equals_parallel_travel(toy_direct):

@@ -13,6 +13,8 @@ import kernels  # noqa: F401  (float64)
 from kernels import dynamics, kc, modes
 from kernels.rotations import euler_to_matrix
 
+pytestmark = pytest.mark.slow
+
 
 def _dense_state_matrix(model, r, u):
     """A = d/d(r, v) of (dr/dt, dv/dt) at rest, by jacfwd of eq. (1) written out here."""

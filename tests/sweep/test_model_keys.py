@@ -193,7 +193,7 @@ def test_every_shipped_job_config_has_only_known_keys():
     from hydra import compose, initialize_config_dir
     from sweep.kinds import kind_of
     from sweep.schema import check_config, check_tune_config
-    from tests.e2e.test_app import cfg_of
+    from tests.jobs import cfg_of
     names = lambda g: sorted(os.path.basename(f)[:-5] for f in glob.glob(os.path.join(ROOT, "configs", g, "*.yaml")))
     overs = [[f"loadcase={n}"] for n in names("loadcase")] + [[f"integrator={n}"] for n in names("integrator")] + \
             [[f"sweep={n}"] + (["sweep.table=x.csv"] if n == "table" else []) for n in names("sweep")]

@@ -16,7 +16,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository root
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")]
 
 
 def _dense(pattern, A):

@@ -30,6 +30,8 @@ import jax.numpy as jnp  # noqa: E402
 from kernels import loads, metrics  # noqa: E402
 from validation import crosscheck_exudyn as cx  # noqa: E402  (repository root: tests/conftest.py)
 
+pytestmark = pytest.mark.slow
+
 T_STATIC = 4.9      # s: loads at the start of the compared window (Fz only)
 SIDES = ("left", "right")
 
@@ -191,15 +193,6 @@ def test_eigenvalues_matched(our_eigenvalues, matched):
     assert len(our_eigenvalues) >= 20          # many modes below 100 Hz, 0.75 .. 99 Hz
     _compare_eigenvalues(our_eigenvalues, matched[0], TOL_EIG_MATCHED, TOL_ZETA_MATCHED, "matched",
                          same_count=True)
-
-
-def test_eigenvalue_assignment_is_one_to_one():
-    """The assignment never gives one eigenvalue to two of ours (nearest-neighbour would)."""
-    ours = np.array([10 + 100j, 10.5 + 101j])
-    theirs = np.array([10.2 + 100.5j, 30 + 300j])
-    assigned, rel, _ = cx.assign_eigenvalues(ours, theirs)
-    assert assigned[0] != assigned[1]
-    np.testing.assert_allclose(cx.damping_ratio([-3 + 4j]), [0.6])
 
 
 def test_eigenvalues_native_exudyn_own_linearisation(our_eigenvalues, native):

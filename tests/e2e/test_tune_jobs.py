@@ -1,80 +1,20 @@
-"""Gradient-based tuning (sweep/tune.py): exact gradients of equilibrium-based
-and time-response objectives against central differences (the memory of the
-checkpointed reverse pass: tests/kernels/test_checkpoint.py), recovery of known bushing scale factors by
-``python -m sweep.tune``, bad configs, and notebooks/02_tuning.ipynb.
-
-Compilation is the cost here, so one problem (the toy axle, six bushing
-factors, K&C and time-response objectives) is traced and compiled once: the
-gradient check, the recovery run, the constrained run and the notebook
-share it through the trace cache and the persistent compilation cache
-(targets, weights, bounds and multipliers are data of the compiled step)."""
+"""Tuning jobs (python -m sweep.tune): objective gradients against central differences, recovery of six bushing factors, a constraint that binds, and notebooks/02_tuning.ipynb. One problem is traced and compiled once and shared through the trace cache."""
 import os
 import subprocess
 import sys
-
 import numpy as np
 import pytest
 import xarray as xr
 import yaml
-
 import kernels  # noqa: F401  (float64)
 from tests.conftest import ROOT
-
-
-def tune_cfg(*over):
-    from hydra import compose, initialize_config_dir
-    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base="1.3"):
-        return compose(config_name="tune", overrides=list(over))
+from tests.sweep.tune.test_tune import CONSTRAINED, CONSTRAINT_TOL, PERTURB, RECOVERY_METRICS, SHARED_XLA_FLAGS, TIME_METRICS, TRUTH  # noqa: F401
 
 
 def _param(name, target, elements, directions=None, bounds=(0.3, 3.0)):
     d = f", directions: [{directions}]" if directions else ""
     return (f"+parameters.{name}={{target: {target}, elements: '{elements}'{d}, "
             f"bounds: [{bounds[0]}, {bounds[1]}], scale: log}}")
-
-
-# --------------------------------------------------------------------------- bad config
-
-@pytest.mark.parametrize("override, message", [
-    ("objectives.toe_braking.metric=toe_per_brake", "objectives.toe_braking.metric = 'toe_per_brake' is not"),
-    ("+objectives.toe_braking.side=both", "objectives.toe_braking.side = 'both' is not one of left, right, mean"),
-    ("objectives.toe_braking.target=0.0", "objectives.toe_braking.scale = None: needs a positive normalisation"),
-    ("+optimizer.start.spring=1.0", "optimizer.start.spring: not a tuned parameter"),
-    ("optimizer.name=sgd", "optimizer.name = 'sgd' is not one of adam, lbfgs"),
-    ("parameters.upper_arm_radial.bounds=[2.0,0.5]", "parameters.upper_arm_radial.bounds = [2.0, 0.5] are reversed"),
-    # constraints
-    ("+constraints.bs={metric: bump_stear, upper: 3.0}", "constraints.bs.metric = 'bump_stear' is not a K&C metric"),
-    ("+constraints.bs={metric: bump_steer, lower: 3.0, upper: 2.0}",
-     "constraints.bs.lower = 3.0: must be <= constraints.bs.upper = 2.0"),
-    ("+constraints.bs={metric: bump_steer, upper: nan}", "constraints.bs.upper = nan: must be a finite number"),
-    ("+constraints.bs={metric: bump_steer, lower: -inf}", "constraints.bs.lower = -inf: must be a finite number"),
-    ("+constraints.bs={metric: bump_steer}", "constraints.bs: give lower and/or upper"),
-    ("+constraints.bs={metric: bump_steer, side: both, upper: 1.0}", "constraints.bs.side = 'both' is not one of"),
-    ("+constraints.bs={metric: bump_steer, upper: 1.0, weight: 0}", "constraints.bs.weight = 0: must be > 0"),
-    ("+constraints.bs={metric: bump_steer, upper: 0.0}", "constraints.bs.scale = null: the bounds are 0"),
-    ("+constraints.bs={metric: bump_steer, max: 1.0}", "constraints.bs.max: unknown key"),
-    ("+constraints.toe_braking={metric: bump_steer, upper: 1.0}",
-     "constraints.toe_braking: the name is taken by objectives.toe_braking"),
-])
-def test_bad_tune_config_is_one_line_before_compute(override, message, capsys, tmp_path):
-    from sweep.tune import main
-    cfg = tune_cfg(override, f"output.path={tmp_path}/h.zarr")
-    assert main(cfg, progress=False) == 2
-    err = capsys.readouterr().err.strip()
-    assert message.replace("sweep.", "") in err.replace("sweep.", "") and len(err.splitlines()) == 1, err
-    assert not os.path.exists(tmp_path / "h.zarr")
-
-
-# --------------------------------------------------------------------------- recovery by python -m sweep.tune
-
-TRUTH = {"pf_x": 1.3, "pf_y": 0.8, "pf_z": 1.5, "rm_x": 0.7, "rm_y": 1.2, "rm_z": 0.9}
-PERTURB = {"pf_x": 1.5, "pf_y": 0.5, "pf_z": 0.5, "rm_x": 1.5, "rm_y": 0.5, "rm_z": 1.5}   # +-50 %
-RECOVERY_METRICS = ["bump_steer", "camber_gain", "wheel_rate", "toe_per_lateral_force",
-                    "camber_per_lateral_force", "lateral_compliance", "toe_per_traction_force",
-                    "camber_per_traction_force", "longitudinal_compliance", "toe_per_braking_force",
-                    "camber_per_braking_force", "longitudinal_compliance_braking",
-                    "toe_per_aligning_torque", "camber_per_aligning_torque"]
-TIME_METRICS = ["peak_bushing_force", "settling_displacement"]
 
 
 def recovery_overrides(iterations, path):
@@ -97,13 +37,6 @@ def recovery_overrides(iterations, path):
     over += [f"+targets_from.{n}={v!r}" for n, v in TRUTH.items()]
     over += [f"+optimizer.start.{n}={TRUTH[n] * PERTURB[n]!r}" for n in TRUTH]
     return over
-
-
-# the XLA flags are part of the compilation cache key: the recovery run and the
-# notebook's kernel get the same ones (the job would otherwise set its device
-# count, the kernel none), so that the notebook loads the optimiser step
-# compiled by the recovery run (a 3-minute compilation on 2 cores)
-SHARED_XLA_FLAGS = "--xla_force_host_platform_device_count=1"
 
 
 @pytest.fixture(scope="module")
@@ -159,23 +92,6 @@ def test_recovery_of_six_bushing_factors_from_a_perturbed_start(recovery):
     J = ds.objective.values[:, ds.attrs["best_start"]]
     assert np.all(np.diff(J) <= 1e-15 * J[0]) and J[-1] < 1e-8 * J[0]   # monotone, converged
     assert "iter" in proc.stdout and "reached" in proc.stdout
-
-
-# --------------------------------------------------------------------------- constraints (side-effect bounds)
-
-CONSTRAINED = "settling_displacement"      # the recovery problem's last response (time response, left)
-CONSTRAINT_TOL = 1e-3                       # relative to |bound|: the default tolerance of a constraint
-
-
-def test_constraint_errors_are_config_errors():
-    from sweep.schema import ConfigError
-    from sweep.tune import parse_constraints
-    with pytest.raises(ConfigError, match=r"^constraints.c.lower = 2.0: must be <= constraints.c.upper = 1.0$"):
-        parse_constraints({"c": {"metric": "bump_steer", "lower": 2.0, "upper": 1.0}})
-    with pytest.raises(ConfigError, match=r"^constraints.c.metric = 'steer' is not a K&C metric"):
-        parse_constraints({"c": {"metric": "steer", "upper": 1.0}})
-    c, = parse_constraints({"c": {"metric": "compliance.x.fx", "side": "left", "lower": -2.0, "upper": 0.5}})
-    assert (c["scale"], c["tolerance"], c["weight"], c["compliance"]) == (2.0, 2e-3, 1e2, (0, 0))
 
 
 @pytest.fixture(scope="module")
@@ -261,8 +177,7 @@ def test_constraint_holds_where_the_unconstrained_optimum_violates_it(constraine
     assert "settle" in end_line and ": holds" in end_line
 
 
-# --------------------------------------------------------------------------- notebook
-
+@pytest.mark.notebook
 def test_tuning_notebook_executes(recovery, jax_cache, tmp_path, monkeypatch):
     """notebooks/02_tuning.ipynb runs top to bottom on the small recovery
     problem (it reuses the compiled program through the persistent cache)."""
@@ -277,7 +192,7 @@ def test_tuning_notebook_executes(recovery, jax_cache, tmp_path, monkeypatch):
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     import re
-    from tests.sweep.test_sweep import notebook_outputs
+    from tests.e2e.test_sweep_jobs import notebook_outputs
     text, png = notebook_outputs(nb)
     assert "reached" in text and png >= 3            # figures are kept in the executed notebook
     m = re.search(r"recovered to (\S+) \(relative\)", text)

@@ -182,7 +182,10 @@ def test_interface_loads_give_the_full_models_static_deflection(axle):
     G = Phi_b - R_b @ np.linalg.solve(R_b[:6], Phi_b[:6])      # clamp node 0: z = -R_0^-1 Phi_0 q
     q = np.linalg.solve(body.modal_stiffness, G[6:].T @ loads.ravel())
     u_b = u[_dofs(iface)]
-    assert np.abs(G @ q - u_b).max() < 1e-10 * np.abs(u_b).max()
+    # the reduced side is not refined: its modes come from a float64 eigen solve of a
+    # stiffness of condition ~4e9, so 1e-10 is at round-off (1.4e-10 seen on one CPU);
+    # a wrong mode, constraint or rigid map is an error of order one
+    assert np.abs(G @ q - u_b).max() < 1e-8 * np.abs(u_b).max()
 
 
 def test_reduced_frequencies_match_the_full_model(axle):

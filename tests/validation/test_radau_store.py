@@ -10,7 +10,7 @@ from kernels.model import build_model
 from tests import radau_store
 from tests.conftest import single_mount_tables
 
-pytestmark = pytest.mark.validation   # a check of the test suite's own store: the full tier
+pytestmark = pytest.mark.slow   # a check of the test suite's own store: the full tier
 
 
 def _problem(k_scale=1.0):

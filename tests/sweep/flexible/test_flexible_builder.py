@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import pytest
 
-from conftest import load_model_cfg
+from tests.conftest import load_model_cfg
 from kernels.model import ModelError, build_model
 from sweep.model_builder import build_tables
 

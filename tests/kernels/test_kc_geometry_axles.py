@@ -1,0 +1,369 @@
+"""The K&C geometry metrics of the double wishbone and the multi-link against central differences of the nonlinear model: design position, travel curve off design, steering curve, rack option, kerb load, and models without steering joint or vehicle data."""
+import dataclasses
+import functools
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+import kernels  # noqa: F401  (float64)
+from kernels import kc
+from kernels.rotations import euler_to_matrix
+from tests.kernels.test_kc_geometry import DEG, GEOMETRY, H, R_LOADED, TOL, _design_position, _kc_metrics, _travel_curve  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+
+def _rot(angles):
+    """Body rotation matrix from z-y'-x'' Euler angles (psi, theta, phi) (scipy)."""
+    return Rotation.from_euler("ZYX", np.asarray(angles)).as_matrix()
+
+
+@functools.partial(jax.jit, static_argnames=("joints",))
+def _solve_batch(model, z_off, rack, joints):
+    """Constrained equilibria (heights z_design + z_off (B, 2)), the steering
+    joints' rack-side markers moved along vehicle y by rack (B, 2) [m]."""
+    z0 = kc.design_heights(model)
+    zero = jnp.zeros((2, 6))
+    eq0 = kc.design_position(model, tol=TOL)
+    m = model.topology.n_bodies
+
+    def one(dz, dr):
+        pos2 = model.bu_pos2
+        for s in range(2):
+            j = joints[s]
+            b2 = int(model.topology.bushing_bodies[j, 1])
+            R2 = jnp.eye(3) if b2 == m else euler_to_matrix(eq0.r[b2, 3:])
+            pos2 = pos2.at[j].add(dr[s] * R2[1, :])
+        eq = kc.constrained_equilibrium(dataclasses.replace(model, bu_pos2=pos2), zero, z0 + dz,
+                                        r_start=eq0.r, fz_start=eq0.fz, tol=TOL, max_iter=80)
+        return eq.r, eq.fz, eq.converged
+    return jax.vmap(one)(z_off, rack)
+
+
+def _metrics_and_position(model):
+    eq = _design_position(model)
+    return _kc_metrics(model, eq, R_LOADED), eq.r
+
+
+def _contact(wc, R):
+    a = R[:, 1]
+    n = np.array([0.0, 0.0, 1.0]) - a[2] * a
+    return wc - R_LOADED * n / np.linalg.norm(n)
+
+
+def _p2p_length(model, r, i):
+    m = model.topology.n_bodies
+    b1, b2 = (int(b) for b in model.topology.p2p_bodies[i])
+
+    def point(b, pos):
+        pos = np.asarray(pos)
+        return pos if b == m else r[b, :3] + _rot(r[b, 3:]) @ pos
+    return np.linalg.norm(point(b2, model.pp_pos2[i]) - point(b1, model.pp_pos1[i]))
+
+
+def oracle(model, base=(0.0, 0.0)):
+    """Every geometry figure by finite differences around the constrained
+    equilibrium at heights z_design + base, evaluated with numpy."""
+    joints = kc.steering_joints(model)
+    wheels = np.asarray(model.topology.wheel_slots)
+    carriers = kc.carrier_slots(model)
+    names = list(model.topology.p2p_names)
+    kinds = list(model.topology.p2p_kinds)
+    spring = [names.index(next(n for n, k in zip(names, kinds) if k == "spring" and n.endswith(f"_{s}")))
+              for s in kc.SIDES]
+    damper = [names.index(next(n for n, k in zip(names, kinds) if k == "damper" and n.endswith(f"_{s}")))
+              for s in kc.SIDES]
+    base = np.asarray(base, float)
+    # rows: base, z_left +-, z_right +-, rack_left +-, rack_right +-, parallel +-
+    dz = [base, base + [H, 0], base - [H, 0], base + [0, H], base - [0, H], base, base, base, base,
+          base + [H, H], base - [H, H]]
+    dr = [[0, 0]] * 5 + [[H, 0], [-H, 0], [0, H], [0, -H]] + [[0, 0]] * 2
+    r, fz, ok = (np.asarray(a) for a in _solve_batch(model, jnp.asarray(dz), jnp.asarray(dr, float),
+                                                         tuple(int(j) for j in joints)))
+    assert ok.all()
+    r0 = r[0]
+    sign = np.array([1.0, -1.0])
+
+    def wheel(rr, s):
+        return rr[wheels[s], :3], _rot(rr[wheels[s], 3:])
+
+    def twist(rp, rm, slot, point):
+        """(omega, velocity of `point`) of body `slot` per unit input by central differences."""
+        om = Rotation.from_matrix(_rot(rp[slot, 3:]) @ _rot(rm[slot, 3:]).T).as_rotvec() / (2 * H)
+        v_com = (rp[slot, :3] - rm[slot, :3]) / (2 * H)
+        return om, v_com + np.cross(om, point - r0[slot, :3])
+
+    out = {k: np.zeros(2) for k in ("design_caster", "design_kingpin_inclination", "design_caster_trail",
+                                    "design_scrub_radius",
+                                    "toe_per_rack_travel", "half_track_change_rate", "wheel_recession",
+                                    "spring_motion_ratio", "damper_motion_ratio", "braking_path_angle",
+                                    "traction_path_angle")}
+    c = np.array([_contact(*wheel(r0, s)) for s in range(2)])
+    dc_own = np.zeros((2, 3))
+    for s in range(2):
+        ip, im = 1 + 2 * s, 2 + 2 * s                  # own travel
+        cp, cm = _contact(*wheel(r[ip], s)), _contact(*wheel(r[im], s))
+        dc_own[s] = (cp - cm) / (2 * H)
+        # rack at the side's own joint, heights held; then lock the spring
+        jp, jm = 5 + 2 * s, 6 + 2 * s
+        wc = r0[wheels[s], :3]
+        om_r, v_r = twist(r[jp], r[jm], wheels[s], wc)
+        om_z, v_z = twist(r[ip], r[im], wheels[s], wc)
+        lock = (model.topology.tables.get("travel_lock") or {}).get(kc.SIDES[s])
+        if lock:      # the travel-lock body's height
+            b = list(model.topology.body_names).index(lock)
+            a = (r[jp, b, 2] - r[jm, b, 2]) / (r[ip, b, 2] - r[im, b, 2])
+        else:         # the spring's length
+            dL_r = _p2p_length(model, r[jp], spring[s]) - _p2p_length(model, r[jm], spring[s])
+            dL_z = _p2p_length(model, r[ip], spring[s]) - _p2p_length(model, r[im], spring[s])
+            a = dL_r / dL_z
+        om, v = om_r - a * om_z, v_r - a * v_z
+        e = om / np.linalg.norm(om)
+        e = -e if e[2] < 0 else e
+        p = wc + np.cross(om, v) / (om @ om)
+        g = p + (c[s, 2] - p[2]) / e[2] * e
+        out["design_caster"][s] = np.degrees(np.arctan2(-e[0], e[2]))
+        out["design_kingpin_inclination"][s] = np.degrees(np.arctan2(-sign[s] * e[1], e[2]))
+        out["design_caster_trail"][s] = (g[0] - c[s, 0]) * 1e3
+        out["design_scrub_radius"][s] = sign[s] * (c[s, 1] - g[1]) * 1e3
+        # toe (DIN 70000) of the side per rack travel, heights held
+        def toe(rr):
+            a_ = _rot(rr[wheels[s], 3:])[:, 1]
+            return np.arctan2(sign[s] * a_[0], a_[1])
+        out["toe_per_rack_travel"][s] = sign[s] * np.degrees((toe(r[jp]) - toe(r[jm])) / (2 * H)) / 1e3
+        # parallel travel
+        pp, pm = r[9], r[10]
+        c_pp, c_pm = _contact(*wheel(pp, s)), _contact(*wheel(pm, s))
+        out["half_track_change_rate"][s] = sign[s] * (c_pp[1] - c_pm[1]) / (2 * H) * 1e3
+        dwc = (pp[wheels[s], :3] - pm[wheels[s], :3]) / (2 * H)
+        out["wheel_recession"][s] = -dwc[0] * 1e3
+        out["traction_path_angle"][s] = np.degrees(np.arctan(dwc[0] / dwc[2]))
+        _, vcar = twist(pp, pm, carriers[s], c[s])        # carrier-fixed point at the contact point
+        out["braking_path_angle"][s] = np.degrees(np.arctan(vcar[0] / vcar[2]))
+        for key, idx in (("spring_motion_ratio", spring), ("damper_motion_ratio", damper)):
+            out[key][s] = -(_p2p_length(model, pp, idx[s]) - _p2p_length(model, pm, idx[s])) / (2 * H)
+    # roll centre: lines through each contact point normal to its own-travel velocity (y-z plane)
+    d = np.array([[dc_own[s, 2], -dc_own[s, 1]] for s in range(2)])
+    t = np.linalg.solve(np.column_stack([d[0], -d[1]]), c[1, 1:] - c[0, 1:])
+    rc = c[0, 1:] + t[0] * d[0]
+    out["design_roll_centre_height"] = (rc[1] - c[:, 2].mean()) * 1e3
+    out["design_roll_centre_lateral"] = rc[0] * 1e3
+    veh = kc.vehicle_data(model)
+    lh = veh["wheelbase"] / veh["cg_height"]
+    tb, tt = np.tan(np.radians(out["braking_path_angle"])), np.tan(np.radians(out["traction_path_angle"]))
+    if veh["axle"] == "front":
+        out["anti_pitch_braking"] = tb * lh * veh["front_brake_share"] * 100
+        out["anti_pitch_traction"] = tt * lh * 100
+    else:
+        out["anti_pitch_braking"] = -tb * lh * (1 - veh["front_brake_share"]) * 100
+        out["anti_pitch_traction"] = -tt * lh * 100
+    out["contact_point"] = c
+    out["r"] = r0
+    return out
+
+
+def _metrics(model):
+    return jax.device_get(_metrics_and_position(model)[0])
+
+
+@pytest.fixture(scope="module")
+def dw_locked(dw_model):
+    return kc.lock_brakes(dw_model, kc.DEFAULT_BRAKE_LOCK)
+
+
+@pytest.mark.parametrize("axle", ["double_wishbone", "multilink"])
+def test_geometry_metrics_match_finite_differences(axle, dw_locked, ml_model):
+    """Every geometry metric at the design position against central
+    differences of the nonlinear model (the multi-link's steering axis is a
+    virtual one: no hardpoints define it)."""
+    model = dw_locked if axle == "double_wishbone" else kc.lock_brakes(ml_model, kc.DEFAULT_BRAKE_LOCK)
+    M = _metrics(model)
+    ref = oracle(model)
+    for name in GEOMETRY:
+        # lengths to 1 um, angles to 1e-4 deg, ratios to 1e-5
+        atol = {"deg": 1e-4, "mm": 1e-3, "mm/m": 1e-2, "1": 1e-5, "%": 1e-3, "deg/mm": 1e-6}[
+            (kc.METRICS.get(name) or kc.AXLE_METRICS[name])[0]]
+        np.testing.assert_allclose(M[name], ref[name], rtol=1e-5, atol=atol, err_msg=f"{axle}: {name}")
+    # the anti-roll bar's share of the roll wheel rate is the difference of the two rates
+    np.testing.assert_allclose(M["anti_roll_bar_wheel_rate"], M["roll_wheel_rate"] - M["wheel_rate"], rtol=1e-12)
+
+
+def test_double_wishbone_steering_axis_is_the_ball_joint_line_with_rigid_joints(dw_locked):
+    """Rigid-joint kinematics: with every bushing's translational stiffness
+    1000-fold, the steering axis (travel locked by the lower link) must pass
+    through the carrier-side points of the upper and lower ball joints."""
+    model = dataclasses.replace(dw_locked, bu_k=dw_locked.bu_k.at[:, :3].multiply(1e3))
+    M, r = jax.device_get(_metrics_and_position(model))
+    names = list(model.topology.bushing_names)
+    m = model.topology.n_bodies
+    sign = np.array([1.0, -1.0])
+    for s, side in enumerate(kc.SIDES):
+        def carrier_point(bushing):
+            i = names.index(f"{bushing}_{side}")
+            b = int(model.topology.bushing_bodies[i, 1])
+            assert b != m
+            return r[b, :3] + _rot(r[b, 3:]) @ np.asarray(model.bu_pos2[i])
+        U, N = carrier_point("upper_ball_joint"), carrier_point("lower_link_carrier")
+        e = (U - N) / np.linalg.norm(U - N)
+        w = int(model.topology.wheel_slots[s])
+        c = _contact(r[w, :3], _rot(r[w, 3:]))
+        g = N + (c[2] - N[2]) / e[2] * e
+        np.testing.assert_allclose(M["design_caster"][s], np.degrees(np.arctan2(-e[0], e[2])), atol=0.01)
+        np.testing.assert_allclose(M["design_kingpin_inclination"][s], np.degrees(np.arctan2(-sign[s] * e[1], e[2])),
+                                   atol=0.01)
+        np.testing.assert_allclose(M["design_caster_trail"][s], (g[0] - c[0]) * 1e3, atol=0.05)
+        np.testing.assert_allclose(M["design_scrub_radius"][s], sign[s] * (c[1] - g[1]) * 1e3, atol=0.05)
+
+
+def test_travel_curve_geometry_matches_finite_differences_off_design(dw_locked):
+    """The per-step geometry of a wheel-travel curve at 20 mm bump against the
+    finite-difference oracle around the equilibrium there; the half-track
+    change against the contact points evaluated here."""
+    model = dw_locked
+    curve = jax.device_get(_travel_curve(model, _design_position(model), (0.0, 0.02)))
+    assert curve["converged"].all()
+    ref = oracle(model, base=(0.02, 0.02))
+    ref0 = oracle(model)
+    for name, scale in (("caster", 1 / DEG), ("kingpin_inclination", 1 / DEG), ("caster_trail", 1e-3),
+                        ("scrub_radius", 1e-3)):
+        np.testing.assert_allclose(curve[name][1], ref["design_" + name] * scale, rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    np.testing.assert_allclose(curve["roll_centre_height"][1], ref["design_roll_centre_height"] * 1e-3, atol=1e-6)
+    half = np.array([1.0, -1.0]) * (ref["contact_point"][:, 1] - ref0["contact_point"][:, 1])
+    np.testing.assert_allclose(curve["half_track_change"][1], half, atol=1e-9)
+    np.testing.assert_allclose(curve["half_track_change"][0], 0.0, atol=1e-12)
+    # the roll centre moves with travel (migration), and the design point equals the metric
+    np.testing.assert_allclose(curve["roll_centre_height"][0] * 1e3, ref0["design_roll_centre_height"], atol=1e-3)
+    assert abs(curve["roll_centre_height"][1] - curve["roll_centre_height"][0]) > 1e-3
+
+
+def test_models_without_steering_joint_or_vehicle_data_give_nan_not_failure():
+    """The toy trailing arm names no steering joint and no vehicle: its
+    steering and anti-pitch metrics are NaN by design (kc.OPTIONAL_METRICS)
+    and every other metric is finite."""
+    from omegaconf import OmegaConf
+    from sweep.model_builder import model_from_config
+    from sweep.runtime import CONFIG_DIR
+    model = kc.lock_brakes(model_from_config(OmegaConf.load(f"{CONFIG_DIR}/model/toy_trailing_arm.yaml")),
+                           kc.DEFAULT_BRAKE_LOCK)
+    M = _metrics(model)
+    for name in (*kc.METRICS, *kc.AXLE_METRICS):
+        nan = name in ("design_caster", "design_kingpin_inclination", "design_caster_trail", "design_scrub_radius",
+                       "toe_per_rack_travel", "anti_pitch_braking", "anti_pitch_traction")
+        assert np.all(np.isnan(M[name])) == nan, name
+        assert nan or np.all(np.isfinite(M[name])), name
+
+
+def test_steering_curve_slope_ackermann_and_held_heights(dw_locked):
+    """kc_steering on the double wishbone: the toe slope of the nonlinear
+    rack-travel curve at centre (central difference, +-10 um) equals the
+    toe_per_rack_travel metric (itself checked above); the wheel heights stay
+    at design; the Ackermann figures at 30 mm of rack travel equal the
+    textbook formula evaluated here from the curve's toe angles."""
+    model = dw_locked
+    rack = np.array([-H, 0.0, H, 0.03])
+    eq = _design_position(model)
+    curve, M, c0 = jax.device_get((jax.jit(lambda m, eq: kc.steering_curve(m, eq, rack, tol=TOL))(model, eq),
+                                   _kc_metrics(model, eq, R_LOADED), kc.contact_points(model, eq.r, R_LOADED)))
+    assert curve["converged"].all()
+    sign = np.array([1.0, -1.0])
+    # both joints move +y together; the metric is per side's own joint
+    # (outboard sense): the other joint's share reaches this wheel through
+    # the anti-roll bar and the struts, measured 0.07 %
+    slope = np.degrees((curve["toe"][2] - curve["toe"][0]) / (2 * H)) / 1e3
+    np.testing.assert_allclose(slope, sign * M["toe_per_rack_travel"], rtol=2e-3)
+    assert not np.allclose(slope, sign * M["toe_per_rack_travel"], rtol=1e-5)
+    np.testing.assert_allclose(curve["wheel_centre_displacement"][:, :, 2], 0.0, atol=1e-9)
+    # Ackermann at 30 mm: rack left turns the left wheel toe-in (right turn): inner = right
+    toe = curve["toe"][3]
+    d_left, d_right = -toe[0], toe[1]
+    assert d_left + d_right < 0                              # a right turn
+    di, do = abs(d_right), abs(d_left)
+    veh = kc.vehicle_data(model)
+    track = c0[0, 1] - c0[1, 1]
+    do_ack = np.arctan(1.0 / (1.0 / np.tan(di) + track / veh["wheelbase"]))
+    np.testing.assert_allclose(curve["ackermann_error"][3], do - do_ack, rtol=1e-9)
+    np.testing.assert_allclose(curve["percent_ackermann"][3], (di - do) / (di - do_ack) * 100, rtol=1e-9)
+    assert np.isnan(curve["ackermann_error"][1])              # straight ahead: undefined
+
+
+@pytest.fixture(scope="module")
+def dw_rack():
+    from omegaconf import OmegaConf
+    from sweep.runtime import CONFIG_DIR
+    from sweep.model_builder import model_from_config
+    cfg = OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml")
+    cfg.steering_rack.enabled = True
+    return kc.lock_brakes(model_from_config(cfg), kc.DEFAULT_BRAKE_LOCK)
+
+
+def test_steering_rack_option_and_cornering_steer_match_finite_differences(dw_rack, dw_locked):
+    """The rack option adds one body and one bushing, moves the inner tie-rod
+    joints onto the rack; lateral-force and aligning-torque steer with both
+    wheels loaded in the same direction (the rack carries the difference)
+    against central differences of the nonlinear model, with and without
+    the rack; the rack makes the aligning-torque steer softer."""
+    topo = dw_rack.topology
+    assert topo.n_bodies == dw_locked.topology.n_bodies + 1
+    assert topo.n_force_elements == dw_locked.topology.n_force_elements + 1
+    names = list(topo.bushing_names)
+    rack = list(topo.body_names).index("steering_rack")
+    for side in kc.SIDES:
+        assert int(topo.bushing_bodies[names.index(f"tie_rod_inner_{side}"), 1]) == rack
+    assert "steering rack on" in topo.tables["steering_rack"]
+    R = R_LOADED
+    per = {"lateral_force_steer": (np.array([0, 1.0, 0, R, 0, 0]), 1e3),
+           "aligning_torque_steer": (np.array([0, 0, 0, 0, 0, 1.0]), 1e2)}
+    h = 1.0
+
+    @jax.jit
+    def loaded_toe(model, eq):
+        u0 = kc.design_loads(eq)
+        us = jnp.stack([u0 + a * jnp.tile(U, (2, 1)) for U, _ in per.values() for a in (h, -h)])
+        return jax.vmap(lambda u: kc.metrics.toe_camber(model, kc.static_equilibrium(
+            model, u, r_start=eq.r, tol=TOL, max_iter=80).r)[0])(us)
+    values = {}
+    for label, model in (("rack", dw_rack), ("no rack", dw_locked)):
+        eq = _design_position(model)
+        M, toe = jax.device_get((_kc_metrics(model, eq, R), loaded_toe(model, eq)))
+        for i, (name, (_, scale)) in enumerate(per.items()):
+            steer = -np.array([1.0, -1.0]) * (toe[2 * i] - toe[2 * i + 1]) / (2 * h) * scale * DEG
+            np.testing.assert_allclose(M[name], steer, rtol=1e-5, err_msg=f"{label}: {name}")
+        values[label] = M
+    assert values["rack"]["aligning_torque_steer"][0] > 2 * values["no rack"]["aligning_torque_steer"][0]
+
+
+def test_kc_at_kerb_load_matches_the_design_travel_curve_there(dw_locked):
+    """K&C at kerb load (loadcase.ride_load=kerb): the start position is the
+    static equilibrium under the kerb wheel load (checked against a force-
+    control equilibrium solved here), and its bump steer, camber gain and
+    wheel rate equal the central-difference slopes of the design position's
+    own parallel travel curve at that height (an independent path: the
+    curve starts from the design height)."""
+    model = dw_locked
+    load = kc.vehicle_data(model)["kerb_wheel_load"]
+    slots = np.asarray(model.topology.wheel_slots)
+    h = 1e-5
+
+    @jax.jit
+    def run(model):
+        eq_k = kc.ride_position(model, load, tol=TOL)
+        eqf = kc.static_equilibrium(model, jnp.zeros((2, 6)).at[:, 2].set(load), tol=TOL)
+        return eq_k, eqf.r
+    eq_k, r_force = run(model)
+    eq_d = _design_position(model)
+    M = _kc_metrics(model, eq_k, R_LOADED)
+    eq_k, r_force, M, eq_d = jax.device_get((eq_k, r_force, M, eq_d))
+    s_k = eq_k.r[slots, 2].mean() - eq_d.r[slots, 2].mean()
+    assert eq_k.converged
+    np.testing.assert_allclose(eq_k.fz, load, rtol=1e-9)
+    np.testing.assert_allclose(eq_k.r[slots, :3], r_force[slots, :3], atol=1e-9)
+    assert s_k < -0.005           # lighter than the design load: the wheel hangs lower (rebound)
+    curve = jax.device_get(_travel_curve(model, _design_position(model), (float(s_k - h), float(s_k + h))))
+    assert curve["converged"].all()
+    np.testing.assert_allclose(M["bump_steer"], np.degrees(np.diff(curve["toe"], axis=0)[0] / (2 * h)), rtol=1e-4)
+    np.testing.assert_allclose(M["camber_gain"], np.degrees(np.diff(curve["camber"], axis=0)[0] / (2 * h)),
+                               rtol=1e-4)
+    np.testing.assert_allclose(M["wheel_rate"], np.diff(curve["wheel_load"][:, :, 2], axis=0)[0] / (2 * h) / 1e3,
+                               rtol=1e-4)
