@@ -43,6 +43,8 @@ FAST_TIER = "not e2e and not slow and not validation"
 
 
 def pytest_configure(config):
+    if "AXLE_TEST_RSS_LOG" not in os.environ:     # the xdist workers inherit it (RSS_ENV below)
+        os.environ["AXLE_TEST_RSS_LOG"] = tempfile.mkdtemp(prefix="axle-test-rss-")
     flags = os.environ.get("XLA_FLAGS", "")
     if config.getoption("markexpr") == FAST_TIER and "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
@@ -99,14 +101,59 @@ def pytest_sessionstart(session):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _free_compiled_programs():
+def _free_compiled_programs(request):
     """After each test file, drop JAX's in-memory compiled programs: a
     worker otherwise grows to 6-7 GB by the end of the rest tier, and two
     such workers plus a job subprocess approach the 24 GB of the CI
     machine (a worker died without a Python fault there, 2026-11-26). What
-    a later file needs again is read back from the persistent cache."""
+    a later file needs again is read back from the persistent cache.
+    The worker's resident memory after each file and its peak are logged
+    (printed at the end of the run: ``pytest_terminal_summary``)."""
     yield
     jax.clear_caches()
+    _log_memory(request.node.nodeid)
+
+
+RSS_ENV = "AXLE_TEST_RSS_LOG"     # a folder: one memory log per pytest process (worker)
+
+
+def _status_kb(field):
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _log_memory(where):
+    """Append (file, resident kB now, peak resident kB) to this process's log."""
+    folder = os.environ.get(RSS_ENV)
+    now, peak = _status_kb("VmRSS"), _status_kb("VmHWM")
+    if not folder or now is None:
+        return
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(folder, f"{name}.tsv"), "a") as f:
+        f.write(f"{where}\t{now}\t{peak}\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The largest resident memory of each test process (xdist worker) and
+    the test file after which it was reached: a worker must stay under
+    4 GB (two workers and a job subprocess share the 24 GB machine)."""
+    folder = os.environ.get(RSS_ENV)
+    if not folder or not os.path.isdir(folder) or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    lines = []
+    for log in sorted(os.listdir(folder)):
+        rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(folder, log)) if line.strip()]
+        if rows:
+            where, now, peak = max(rows, key=lambda r: int(r[1]))
+            lines.append(f"{log[:-4]}: peak resident {int(rows[-1][2]) / 2**20:.2f} GiB; largest after a file "
+                         f"{int(now) / 2**20:.2f} GiB ({where}); {len(rows)} files")
+    if lines:
+        terminalreporter.write_sep("-", "test process memory")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def load_model_cfg(name="double_wishbone"):
