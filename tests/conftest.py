@@ -30,24 +30,25 @@ import warnings
 # a dense solve). Set before NumPy / SciPy load their OpenBLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# The fast tier (the default run: pyproject's addopts) compiles XLA's CPU code
-# at LLVM optimisation level 0: its tests are dominated by compiling many
-# programs once each, and level 0 compiles them in about half the time
-# (the fast tier 5:27 -> under 5 min on 2 cores). The floating-point
-# semantics are LLVM's at every level (no fast-math), so results are
-# those of the optimised build; the rest tier and jobs keep the default.
-# Read by XLA when its CPU client starts, after this hook; inherited by the
-# xdist workers and the job subprocesses. An XLA_FLAGS that sets the level
-# itself is left as it is.
-FAST_TIER = "not e2e and not slow and not validation"
+# Every test run compiles XLA's CPU code at LLVM optimisation level 0: the
+# suite is dominated by compiling many programs once each, and level 0
+# compiles them in about half the time (the fast tier 5:27 -> under 5 min on
+# 2 cores; the double wishbone's K&C finite-difference file 215 -> 145 CPU-s).
+# The floating-point semantics are LLVM's at every level (no fast-math), so
+# results are those of the optimised build; the jobs users run keep the
+# default. Read by XLA when its CPU client starts, after this hook; inherited
+# by the xdist workers and the job subprocesses. An XLA_FLAGS that sets the
+# level itself is left as it is (XLA_FLAGS=--xla_backend_optimization_level=3
+# runs the suite with XLA's default code).
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
 def pytest_configure(config):
     if "AXLE_TEST_RSS_LOG" not in os.environ:     # the xdist workers inherit it (RSS_ENV below)
         os.environ["AXLE_TEST_RSS_LOG"] = tempfile.mkdtemp(prefix="axle-test-rss-")
     flags = os.environ.get("XLA_FLAGS", "")
-    if config.getoption("markexpr") == FAST_TIER and "xla_backend_optimization_level" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
+    if "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {TEST_XLA_FLAGS}".strip()
 
 
 import numpy as np  # noqa: E402

@@ -155,7 +155,7 @@ def test_submitit_local_multirun_two_shards_equal_single_run(tmp_path, ref12):
 
 def test_two_devices_shard_a_chunk_like_one_device(tmp_path, ref12):
     path = tmp_path / "devices.zarr"
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2")
     proc = subprocess.run(_job(path), cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "on 2 device(s)" in proc.stdout
