@@ -2,7 +2,7 @@
 generator applies to reference arrays and folds on constants (binding the
 JAX primitive eagerly compiles one XLA program per shape: a thousand of
 them per axle). Semantics: the XLA operation semantics of each primitive;
-checked against ``primitive.bind`` in tests/sweep/test_codegen.py."""
+checked against ``primitive.bind`` in tests/sweep/codegen/test_codegen.py."""
 from __future__ import annotations
 
 import numpy as np

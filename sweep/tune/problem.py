@@ -384,7 +384,7 @@ class TuneProblem:
         moderate rho, instead of only approximately (a pure penalty leaves an
         active constraint outside its bound by ~ s^2 |dJ/dy| / (2 rho)) or
         only with a very large rho. Measured on the recovery problem of
-        tests/sweep/test_tune.py with one response turned into a bound: the plain
+        tests/e2e/test_tune_jobs.py with one response turned into a bound: the plain
         penalty with rho = 1e4 needed ~400 L-BFGS iterations (the steep,
         kinked valley of a large rho slows L-BFGS) and still ended 1.4e-5
         outside the bound; with rho = 1e2 it converged in < 100 iterations
