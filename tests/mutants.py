@@ -110,6 +110,10 @@ STATE_FRICTION = STATE + "::test_coulomb_friction_stick_slip_on_one_coordinate"
 STATE_LANES = STATE + "::test_lanes_with_and_without_events_are_independent"
 STATE_MODEL = [STATE + "::test_model_stop_with_clearance_keeps_the_order_and_radau_agrees",
                STATE + "::test_damper_coulomb_friction_against_the_analytic_stick_slip"]
+REPRO = "tests/sweep/test_reproduce.py"
+REPRO_TESTS = [REPRO + "::test_resumed_cube_parameters_reproduce_its_results",
+               REPRO + "::test_kc_cube_parameters_reproduce_its_results",
+               REPRO + "::test_two_device_time_response_cube_parameters_reproduce_its_results"]
 
 MUTANTS = [
     # ------------------------------------------------------------ element laws, integrator
@@ -348,6 +352,13 @@ MUTANTS = [
            [("sweep/codegen/emit.py", "                out[t] = self.bin(op, out[t], us[u], kind)",
              "                out[t] = us[u] if op == \"add\" else self.bin(op, out[t], us[u], kind)")],
            [CODEGEN_SMALL, CODEGEN_TOY]),
+    # ------------------------------------------------------------ the result cube (sweep/engine)
+    Mutant("cube_param_order", "cube: each chunk's parameter values recorded in reverse order "
+           "(its results in order): every sensitivity read from the wrong variant",
+           [("sweep/engine/stream.py",
+             "data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})",
+             "data.update({p.name: X[a:b, i][::-1] for i, p in enumerate(pset.params)})")],
+           REPRO_TESTS),
 ]
 
 

@@ -9,8 +9,8 @@ change.
 
     python -m pytest --junitxml=/tmp/fast.xml                        # the fast tier
     python -m pytest -m "e2e or notebook or slow" --junitxml=/tmp/rest.xml
-    python benchmarks/test_costs.py /tmp/fast.xml /tmp/rest.xml --probe
-    python benchmarks/test_costs.py /tmp/a.xml --against /tmp/b.xml  # per-file change
+    python benchmarks/suite_costs.py /tmp/fast.xml /tmp/rest.xml --probe
+    python benchmarks/suite_costs.py /tmp/a.xml --against /tmp/b.xml  # per-file change
 """
 from __future__ import annotations
 
