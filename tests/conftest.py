@@ -22,7 +22,6 @@ its folder or by one ``pytestmark`` at the top of its file, see
 import os
 import sys
 import tempfile
-import warnings
 
 # the job entry points run LAPACK single-threaded (sweep.runtime.single_threaded_lapack);
 # so do the tests, whose in-process references are compared bitwise with
@@ -305,17 +304,6 @@ LONGEST_FIRST = ["test_tune.py",                   # 16 min: recovery run, const
                  "test_leaf_spring.py",            # 2-3 min
                  "test_kc.py", "test_energy.py", "test_faults.py", "test_app.py", "test_tracecache.py",
                  "test_exudyn.py", "test_multilink.py", "test_blocks.py", "test_channels.py"]
-
-
-def _tiers_of(item):
-    spec = TIERS.get(os.path.basename(str(item.path)))
-    if spec is None:
-        return []
-    if isinstance(spec, str):
-        return [spec]
-    name = getattr(item, "originalname", None) or item.name
-    return [tier for pattern, tier in spec.items()
-            if fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(item.name, pattern)]
 
 
 @pytest.hookimpl(tryfirst=True)       # before the -m selection of pytest's mark plugin
