@@ -1,8 +1,5 @@
 """The Exudyn cross-check's eigenvalue assignment (no Exudyn run)."""
 import numpy as np
-import pytest
-import jax.numpy as jnp  # noqa: E402
-from kernels import loads, metrics  # noqa: E402
 from validation import crosscheck_exudyn as cx  # noqa: E402  (repository root: tests/conftest.py)
 
 
