@@ -29,8 +29,10 @@ def job_config(cfg: DictConfig) -> DictConfig:
 
 
 def main(cfg: DictConfig, progress=None) -> int:
-    """Run the job of ``cfg``; 0, or 2 after a one-line error (bad config or
-    model: nothing is built, compiled or written)."""
+    """Run the job of ``cfg``; 0, 2 after a one-line error (bad config or
+    model: nothing is built, compiled or written), or 1 when every variant
+    the cube holds failed (no status whose values are kept, sweep.status:
+    the cube is written with their status, no picture is drawn)."""
     ensure_console_logging()
     try:
         kind = kind_of(cfg)
@@ -42,7 +44,16 @@ def main(cfg: DictConfig, progress=None) -> int:
     except ModelError as err:        # ConfigError and StoreError are ModelErrors
         log.error("error: " + " ".join(str(err).split()))
         return 2
+    import numpy as np
     import xarray as xr             # here, not at the top: 0.3-0.5 s of start-up before the first step
+    from sweep import status
     ds = xr.open_zarr(summary["path"])
+    codes = ds.status.values
+    all_failed = bool(np.any(codes != status.NOT_RUN)) and not np.isin(codes, status.VALUES_KEPT).any()
+    summary = {**summary, "all_failed": all_failed}
     kind.report(ds, cfg, summary)   # summary, checks and pictures of the job kind
+    if all_failed:
+        log.error(f"error: every variant failed ({status.counts(codes, kind.status or None)}): "
+                  f"no usable result in {os.path.abspath(summary['path'])} (its status says why per variant)")
+        return 1
     return 0

@@ -101,7 +101,10 @@ def png_intact(path) -> bool:
 def needs_drawing(ds, summary, path) -> bool:
     """A job's picture is drawn when its cube is complete and either this run
     computed something or the picture is missing or damaged (a kill after
-    the last chunk, before or while the picture was written)."""
+    the last chunk, before or while the picture was written) - never when
+    every variant failed (nothing but NaN to draw: ``summary["all_failed"]``)."""
+    if summary.get("all_failed"):
+        return False
     complete = bool(np.all(ds.chunk_done.values))
     return complete and (bool(summary.get("variants_run")) or not png_intact(path))
 

@@ -326,3 +326,28 @@ def test_write_error_is_one_line_and_the_store_stays_consistent(ref, tmp_path, e
     assert list(ds.chunk_done.values) == [1, 0, 0]            # the failed chunk is not flagged
     assert_same(ds.isel(variant=slice(0, 2)), ref.isel(variant=slice(0, 2)))
     assert verify(path).returncode == 0                       # so a rerun resumes it (as after SIGTERM)
+
+
+# --------------------------------------------------------------------------- every variant failed
+
+def test_a_job_whose_every_variant_failed_exits_1_with_one_line_and_no_picture(tmp_path, env):
+    """Both variants of a table design break the static equilibrium (every
+    bushing's stiffness 1e-12 of nominal: the axle is held by nothing). The
+    job writes the cube with each variant's status, draws no picture from
+    NaN and exits 1 with one line saying so."""
+    csv = tmp_path / "failing.csv"
+    csv.write_text("soft\n1e-12\n2e-12\n")
+    path = tmp_path / "failed.zarr"
+    over = ["model=toy_trailing_arm", "loadcase.t_start=4.98", "loadcase.t_end=5.03", "output.every=5",
+            "sweep=table", f"sweep.table={csv}", "sweep.start=null", "sweep.every=null", "~sweep.parameters",
+            "+sweep.parameters.soft={target: bushing.stiffness, elements: '*', bounds: [1.0e-12, 2.0], scale: log}",
+            "sweep.chunk_size=2", "sweep.progress=false", f"output.path={path}", f"hydra.run.dir={tmp_path}/hydra"]
+    proc = subprocess.run([sys.executable, "-m", "sweep", *over], cwd=ROOT, capture_output=True, text=True,
+                          timeout=HANG_GUARD, env=env)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    err = [ln for ln in lines(proc.stderr + proc.stdout) if "error:" in ln]
+    assert len(err) == 1 and "every variant failed" in err[0] and "equilibrium_failed 2" in err[0], err
+    assert "Traceback" not in proc.stderr
+    ds = xr.load_dataset(path, engine="zarr")
+    assert list(ds.status.values) == [1, 1] and list(ds.chunk_done.values) == [1]
+    assert not os.path.exists(str(path)[:-5] + ".png")
