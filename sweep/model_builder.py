@@ -341,6 +341,28 @@ def yaml_line(source, keys):
     return f"{source}:{mark.line + 1}" if mark else str(source)
 
 
+def _without_side(name):
+    for s in ("_left", "_right"):
+        if name.endswith(s):
+            return name[:-len(s)]
+    return name
+
+
+def element_line(source, what):
+    """``'file:line'`` of a built element's key ``what`` (``model.bushings.
+    NAME_left.bodies``) in the model file: the key as written, under
+    ``per_side`` (the name without its side) or ``shared``; else the file."""
+    keys = what.split(".")[1:]
+    tries = [keys]
+    if len(keys) >= 2:
+        tries += [["per_side", keys[0], _without_side(keys[1]), *keys[2:]], ["shared", *keys]]
+    for k in tries:
+        where = yaml_line(source, k)
+        if where != str(source):
+            return where
+    return str(source)
+
+
 INTERFACE_TOL = 1e-6     # m: a marker on a flexible body lies on one of its interface nodes
 
 
@@ -601,7 +623,8 @@ def build_tables(cfg, source=None) -> dict:
     cfg = _plain(cfg)
     if not cfg:
         raise ModelError("model: the model config is empty (no bodies, bushings or wheels)")
-    check_keys(cfg, source or model_source())
+    source = source or model_source()
+    check_keys(cfg, source)
     check_alignment(cfg)
     cfg, rack_desc = with_steering_rack(cfg)
     hp = cfg.get("hardpoints") or {}
@@ -649,7 +672,10 @@ def build_tables(cfg, source=None) -> dict:
         for cand in ((ref + suffix) if suffix else ref, ref):
             if cand in body_id:
                 return body_id[cand]
-        raise ModelError(f"{what} = {ref!r} is not a body")
+        known = sorted({_without_side(n) for n in body_id})
+        where = element_line(source, what) if source else None
+        raise ModelError(f"{what} = {ref!r} is not a body (known: {', '.join(known)}; a per_side body is named "
+                         "without its _left / _right)" + (f" [{where}]" if where else ""))
 
     def add_marker(name, body, position, R):
         idx = len(markers) + 1

@@ -140,9 +140,28 @@ def test_bad_multilink_config_names_the_field(ml_cfg):
     from sweep.model_builder import build_tables
     cfg = copy.deepcopy(ml_cfg)
     cfg["per_side"]["bushings"]["trailing_link_subframe"]["bodies"] = ["trailing_link", "subfame"]
-    with pytest.raises(ModelError, match=r"model.bushings.trailing_link_subframe_left.bodies = 'subfame' is not a body"):
+    with pytest.raises(ModelError, match=r"model.bushings.trailing_link_subframe_left.bodies = 'subfame' is not a body "
+                                         r"\(known: .*subframe, .*trailing_link.*; a per_side body is named without"):
         build_tables(cfg)
     cfg = copy.deepcopy(ml_cfg)
     cfg["reference_bushing"] = "trailing_link_body"
     with pytest.raises(ModelError, match=r"model.reference_bushing = 'trailing_link_body': no bushing"):
         build_tables(cfg)
+
+
+def test_an_undefined_body_names_the_model_file_and_line(ml_cfg, tmp_path):
+    """The model file read as a user's (sweep.model_builder.load_model_file):
+    the error names the file and the line of the key that names the body."""
+    import yaml
+    from kernels.model import ModelError
+    from sweep.model_builder import build_tables, load_model_file
+    cfg = yaml.safe_load(yaml.safe_dump(ml_cfg))
+    cfg["per_side"]["bushings"]["trailing_link_subframe"]["bodies"] = ["trailing_link", "subfame"]
+    path = tmp_path / "my_axle.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    lines = path.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("trailing_link_subframe:"))
+    line = at + 1 + next(i for i, ln in enumerate(lines[at:]) if ln.strip().startswith("bodies:"))
+    with pytest.raises(ModelError, match=rf"is not a body \(known: .*\) \[{path}:{line}\]"):
+        build_tables(load_model_file(path), source=str(path))
+
