@@ -1,5 +1,6 @@
 """Load cases from config: wheel-centre loads u(t) as an
 :class:`kernels.loads.Excitation`, and the output sample grid of a run."""
+import logging
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from sweep.params import check_keys
 from sweep.schema import ConfigError, Float, duration, fmt
 
 CHANGE_KEYS = {"time", "duration", *SIDES}
+log = logging.getLogger(__name__)
 
 
 def _loads(spec, what):
@@ -52,6 +54,9 @@ def build_excitation(cfg):
         if dur < 0:
             raise ConfigError(f"{w}.duration = {dur} must be >= 0")
         amp = _loads({k: v for k, v in ch.items() if k in SIDES}, w)
+        if t >= t1:
+            log.warning(f"warning: {w}.time = {duration(t)} s is at or after the end of the simulated window "
+                        f"(loadcase.t_end = {duration(t1)} s): this load change never acts")
         changes.append((t, dur, amp))
     return loads.excitation(base, changes), t0, t1
 

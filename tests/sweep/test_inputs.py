@@ -293,3 +293,18 @@ def test_model_tables_reject_negative_bushing_rates_and_two_component_gravity():
     bad["gravity"] = [0.0, -9.81]
     with pytest.raises(ModelError, match=r"model.gravity = \[0.0, -9.81\] must have 3 values"):
         validate_tables(bad)
+
+
+def test_a_load_change_after_the_window_is_named_in_one_warning(caplog):
+    """A pothole whose far edge comes after the end of the run: the change
+    that never acts is named (key, its time, the window's end); the ones
+    inside the window are not."""
+    import logging
+    from omegaconf import OmegaConf
+    from sweep.loadcase import build_excitation
+    cfg = OmegaConf.to_container(cfg_of("loadcase=pothole", "loadcase.t_end=0.16").loadcase, resolve=True)
+    with caplog.at_level(logging.WARNING, logger="sweep.loadcase"):
+        build_excitation(cfg)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == ["warning: loadcase.changes[2].time = 0.175 s is at or after the end of the simulated "
+                      "window (loadcase.t_end = 0.16 s): this load change never acts"], warned
