@@ -862,7 +862,33 @@ def build_tables(cfg, source=None) -> dict:
             tables["travel_lock"][s] = f"{lock}_{s}"
     if cfg.get("vehicle") is not None:
         tables["vehicle"] = vehicle_table(cfg["vehicle"])
+    check_lengths_are_metres(tables)
     return tables
+
+
+FAR_FROM_WHEELS = 3.0      # m: no point of an axle lies farther from both wheel centres
+LONG_CLEARANCE = 0.5       # m: no stop clearance of a wheel suspension is longer
+
+
+def check_lengths_are_metres(tables):
+    """A model whose lengths look like millimetres (the model's unit is the
+    metre) is refused with a hint, before any solver is asked: an element's
+    point or a body's centre of mass more than ``FAR_FROM_WHEELS`` from both
+    wheel centres, a stop clearance above ``LONG_CLEARANCE``."""
+    centres = np.array([tables["bodies"][tables["wheels"][s] - 1]["position"] for s in SIDES], float)
+    points = [(f"model.bodies.{b['name']}", b["position"]) for b in tables["bodies"]]
+    points += [(f"the point of element {m['name'].split('/')[0]}", m["position"]) for m in tables["markers"]]
+    for what, p in points:
+        d = float(np.min(np.linalg.norm(centres - np.asarray(p, float), axis=1)))
+        if not d <= FAR_FROM_WHEELS:
+            raise ModelError(f"{what} at {[round(float(x), 6) for x in p]} lies {d:.4g} m from the nearer wheel "
+                             f"centre (more than {FAR_FROM_WHEELS:g} m): lengths are in metres - are these "
+                             "millimetres?")
+    for row in tables["p2p"]:
+        c = row.get("clearance")
+        if c is not None and not abs(float(c)) <= LONG_CLEARANCE:
+            raise ModelError(f"model.p2p.{row['name']}.clearance = {c} m is longer than {LONG_CLEARANCE:g} m: "
+                             "lengths are in metres - is this millimetres?")
 
 
 VEHICLE_KEYS = {"axle": "front | rear", "wheelbase": "m", "cg_height": "m", "front_brake_share": "1",

@@ -77,3 +77,26 @@ def test_pretension_names_are_checked():
     bad["alignment"]["pretension"]["front_eye"] = ["x", "q"]
     with pytest.raises(ModelError, match=r"model.alignment.pretension.front_eye = \['x', 'q'\] must list directions"):
         build_tables(bad)
+
+
+def test_a_model_in_millimetres_is_refused_with_a_hint():
+    """Every length of the double wishbone in mm (hardpoints, centres of
+    mass, stop clearances x 1000): refused before any solver runs, naming a
+    point, its distance from the wheel centres and the likely unit mistake;
+    so is one stop clearance given in mm (70 for 0.070 m)."""
+    import copy
+    from kernels.model import ModelError
+    cfg = load_model_cfg("double_wishbone")
+
+    def scaled(v):
+        if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
+            return [1000.0 * x for x in v]
+        return v
+    mm = copy.deepcopy(cfg)
+    mm["hardpoints"] = {k: scaled(v) for k, v in mm["hardpoints"].items()}
+    with pytest.raises(ModelError, match=r"lies [0-9.]+ m from the nearer wheel centre .* are these millimetres\?"):
+        build_tables(mm)
+    stop = copy.deepcopy(cfg)
+    stop["per_side"]["p2p"]["bump_stop"]["clearance"] = 70
+    with pytest.raises(ModelError, match=r"model.p2p.bump_stop_left.clearance = 70.* is this millimetres\?"):
+        build_tables(stop)
