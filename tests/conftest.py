@@ -283,27 +283,29 @@ def _tier_of(item):
     return tiers.pop() if tiers else "fast"
 
 
-# test files with the longest runs in the rest tier go first (file basenames,
-# longest first): pytest-xdist's ``--dist loadfile`` hands out whole files in
-# collection order (``--no-loadscope-reorder`` in pyproject's addopts; by
-# default it would order files by their number of tests), so a long file
-# started last would run on alone while the other worker idles: the tuning
-# file (4 tests, 28 min) did so in two runs (longest-processing-time-first
-# scheduling). Minutes:
-# the rest tier's durations in a fresh-clone `.ci/run` on 2 cores
-# (2026-11-26; both workers busy, so about twice a test's time alone).
-LONGEST_FIRST = ["test_tune.py",                   # 16 min: recovery run, constrained run, notebook (28 before the trace cache)
-                 "test_sweep.py",                  # 12 min (15 before its jobs shared one program)
-                 "test_kc_geometry.py",            # 11 min
-                 "test_validation.py",             # 10 min
-                 "test_codegen.py",                # ~10 min: generated C of the toy axle (5 cases) and the double wishbone
-                 "test_methods.py",                # 8 min
-                 "test_flexible.py",               # ~3 min: Radau, rigid limit, FE eigenproblem (2026-11-27)
-                 "test_twist_beam.py",             # ~1.5 min
-                 "test_element_registry.py",       # 5 min
-                 "test_leaf_spring.py",            # 2-3 min
-                 "test_kc.py", "test_energy.py", "test_faults.py", "test_app.py", "test_tracecache.py",
-                 "test_exudyn.py", "test_multilink.py", "test_blocks.py", "test_channels.py"]
+# test files with the longest runs go first (file basenames, longest first;
+# the rest of CI, then the fast tier): pytest-xdist's ``--dist loadfile``
+# hands out whole files in collection order (``--no-loadscope-reorder`` in
+# pyproject's addopts; by default it would order files by their number of
+# tests), so a long file started last would run on alone while the other
+# worker idles (longest-processing-time-first scheduling). Worker seconds of
+# a fresh-clone run on 2 cores (2026-11-28, before XLA's level 0 reached the
+# rest of CI; benchmarks/suite_costs.py):
+LONGEST_FIRST = ["test_tune_jobs.py",              # 653: recovery run (trace + compile once), constrained run, notebook
+                 "test_codegen_axles.py",          # ~435: generated C of the double wishbone and the twist beam, every method
+                 "test_sweep_jobs.py",             # 306
+                 "test_app.py",                    # 271
+                 "test_kc_geometry_axles.py",      # ~250
+                 "test_methods_orders.py",         # ~236
+                 "test_leaf_spring_axle.py",       # ~174
+                 "test_faults.py",                 # ~160
+                 "test_kc_finite_differences.py",  # ~124
+                 "test_state_events_rigs.py", "test_axle_kinematics.py", "test_modes_job.py", "test_tracecache.py",
+                 "test_validation.py", "test_twist_beam_axle.py", "test_exudyn.py", "test_lsrt2_gradient.py",
+                 "test_kc_jobs.py", "test_reproduce_two_devices.py", "test_channel_job.py", "test_blocks_axles.py",
+                 # the fast tier
+                 "test_kc.py", "test_reproduce.py", "test_codegen.py", "test_dynamics.py", "test_blocks.py",
+                 "test_inputs.py", "test_sweep.py", "test_state_events.py"]
 
 
 @pytest.hookimpl(tryfirst=True)       # before the -m selection of pytest's mark plugin

@@ -33,16 +33,6 @@ def test_block_and_dense_trajectories_agree_double_wishbone(dw_model, step_excit
     _trajectories_agree(dw_model, step_excitation, dw_equilibrium)
 
 
-def test_block_and_dense_solve_agree_multilink(ml_model, ml_equilibrium, step_excitation):
-    from kernels import loads
-    lin = _axle_case(ml_model, ml_equilibrium, loads.u_at(step_excitation, 5.0))
-    _check_axle(ml_model, lin)
-
-
-def test_block_and_dense_trajectories_agree_multilink(ml_model, step_excitation, ml_equilibrium):
-    _trajectories_agree(ml_model, step_excitation, ml_equilibrium)
-
-
 def test_float32_block_solver_is_float32_accurate_and_returns_float64(dw_model, dw_equilibrium, step_excitation):
     """integrator.solver=block32: the factorisation and solves of eq. (11) in
     float32 (the explicit precision option). Against numpy's float64 dense

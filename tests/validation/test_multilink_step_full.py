@@ -1,16 +1,13 @@
-"""The multi-link's longitudinal step: NMSE against the Radau reference within the published figure, and a weakly damped response settling at a few mm."""
-import jax
-import jax.numpy as jnp
+"""The multi-link's longitudinal step (full form, on demand): NMSE against the stored Radau reference within the published figure, and a weakly damped response settling at a few mm. CI's form: the same on the double wishbone (tests/kernels/test_validation.py)."""
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
 import kernels  # noqa: F401  (float64)
-from kernels import loads, metrics
+from kernels import metrics
 from sweep.cube import pooled_signals
 from tests.conftest import step_runs_against_radau
 from tests.kernels.test_multilink import FLOOR_FACTOR, MEASURED_NMSE, PUBLISHED, REGRESSION_FACTOR  # noqa: F401
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.validation
 
 
 @pytest.fixture(scope="module")
