@@ -2,9 +2,8 @@
 import numpy as np
 import pytest
 import kernels  # noqa: F401  (float64)
-from kernels import metrics
-from sweep.cube import pooled_signals
 from tests.conftest import step_runs_against_radau
+from tests.kernels.test_validation import assert_nmse_within
 from tests.kernels.test_multilink import FLOOR_FACTOR, MEASURED_NMSE, PUBLISHED, REGRESSION_FACTOR  # noqa: F401
 
 pytestmark = pytest.mark.validation
@@ -23,21 +22,8 @@ def step_runs(ml_model, step_excitation, ml_equilibrium):
 
 @pytest.mark.parametrize("what", ["wheel_displacement", "bushing_force"])
 def test_nmse_against_radau_within_published(step_runs, ml_model, what):
-    """NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, both sides pooled:
-    below the published figure and within [measured / 10, 3 x measured]."""
-    t, lsrt2, ref = step_runs
-    window = np.tile((t >= 4.9) & (t <= 6.0), 2)
-    y = pooled_signals(lsrt2, ml_model, what)[window]
-    y_ref = pooled_signals(ref, ml_model, what)[window]
-    value = float(metrics.nmse(y, y_ref))
-    measured = MEASURED_NMSE[what]
-    print(f"NMSE {what}: {value:.3e} (published {PUBLISHED[what]}, measured {measured:.1e})")
-    assert value <= PUBLISHED[what]
-    assert value <= REGRESSION_FACTOR * measured, (
-        f"NMSE {what} = {value:.3e} > {REGRESSION_FACTOR:g} x the measured {measured:.1e}")
-    assert value > measured / FLOOR_FACTOR, (
-        f"NMSE {what} = {value:.3e} < measured {measured:.1e} / {FLOOR_FACTOR:g}: "
-        "the comparison no longer exercises the integrator (or MEASURED_NMSE is stale)")
+    assert_nmse_within(step_runs, ml_model, what, PUBLISHED[what], MEASURED_NMSE[what],
+                       regression=REGRESSION_FACTOR, floor=FLOOR_FACTOR)
 
 
 def test_step_response_oscillates_and_settles_at_a_few_mm(step_runs):
