@@ -342,9 +342,10 @@ def yaml_line(source, keys):
 
 
 def _without_side(name):
-    for s in ("_left", "_right"):
-        if name.endswith(s):
-            return name[:-len(s)]
+    """``knuckle_left`` -> ``knuckle``: an element or body as the model file names it."""
+    for s in SIDES:
+        if name.endswith(f"_{s}"):
+            return name[:-len(s) - 1]
     return name
 
 
@@ -862,7 +863,7 @@ def build_tables(cfg, source=None) -> dict:
             tables["travel_lock"][s] = f"{lock}_{s}"
     if cfg.get("vehicle") is not None:
         tables["vehicle"] = vehicle_table(cfg["vehicle"])
-    check_lengths_are_metres(tables)
+    check_lengths_are_metres(tables, source)
     return tables
 
 
@@ -870,7 +871,7 @@ FAR_FROM_WHEELS = 3.0      # m: no point of an axle lies farther from both wheel
 LONG_CLEARANCE = 0.5       # m: no stop clearance of a wheel suspension is longer
 
 
-def check_lengths_are_metres(tables):
+def check_lengths_are_metres(tables, source=None):
     """A model whose lengths look like millimetres (the model's unit is the
     metre) is refused with a hint, before any solver is asked: an element's
     point or a body's centre of mass more than ``FAR_FROM_WHEELS`` from both
@@ -887,8 +888,10 @@ def check_lengths_are_metres(tables):
     for row in tables["p2p"]:
         c = row.get("clearance")
         if c is not None and not abs(float(c)) <= LONG_CLEARANCE:
-            raise ModelError(f"model.p2p.{row['name']}.clearance = {c} m is longer than {LONG_CLEARANCE:g} m: "
-                             "lengths are in metres - is this millimetres?")
+            what = f"model.p2p.{row['name']}.clearance"
+            where = f" [{element_line(source, what)}]" if source else ""
+            raise ModelError(f"{what} = {c} m is longer than {LONG_CLEARANCE:g} m: lengths are in metres - is "
+                             f"this millimetres?{where}")
 
 
 VEHICLE_KEYS = {"axle": "front | rear", "wheelbase": "m", "cg_height": "m", "front_brake_share": "1",
