@@ -209,7 +209,7 @@ def lock_brakes(model, stiffness, index=None):
     bearings (brake applied: braking torque goes to the carrier)."""
     import dataclasses
     rows, cols = brake_lock_index(model) if index is None else index
-    if len(rows) == 0 or stiffness == 0:
+    if len(rows) == 0 or (not isinstance(stiffness, jax.core.Tracer) and stiffness == 0):
         return model
     return dataclasses.replace(model, bu_k=model.bu_k.at[rows, cols].add(stiffness))
 
@@ -664,24 +664,49 @@ def kc_metrics(model, eq, loaded_radius=DEFAULT_LOADED_RADIUS, with_geometry=Tru
 
 # --------------------------------------------------------------------------- nonlinear load cases
 
+@jax.tree_util.register_pytree_node_class
+class Steps:
+    """The load steps of a K&C curve: ``values`` (S,) (an array leaf, may be
+    traced) and the marching order of :func:`_continuation` (static, from
+    the values' signs and order when built): a curve's steps read at run
+    time with the order compiled in."""
+
+    def __init__(self, values, order=None, n_up=None):
+        if order is None:
+            a = np.asarray(values, float)
+            pos = np.nonzero(a >= 0)[0]
+            pos = pos[np.argsort(a[pos], kind="stable")]
+            neg = np.nonzero(a < 0)[0]
+            neg = neg[np.argsort(-a[neg], kind="stable")]
+            order, n_up = tuple(int(i) for i in np.concatenate([pos, neg])), len(pos)
+        self.values, self.order, self.n_up = values, tuple(order), int(n_up)
+
+    def tree_flatten(self):
+        return (self.values,), (self.order, self.n_up)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], *aux)
+
+    def __len__(self):
+        return len(self.order)
+
+
 def _continuation(solve_one, amplitudes, state0):
-    """Solve at each amplitude (static numpy array), marching outwards from the
-    design position in both directions (first the amplitudes >= 0 upwards,
-    then the negative ones downwards, restarting from ``state0``), each step
-    starting from the previous converged state. One ``lax.scan`` (one trace
-    of the Newton solver). ``solve_one(state, a) -> (state, outputs,
-    converged)``; a failed step does not poison the next (it restarts from
-    the last converged state)."""
-    a = np.asarray(amplitudes, float)
-    pos = np.nonzero(a >= 0)[0]
-    pos = pos[np.argsort(a[pos], kind="stable")]
-    neg = np.nonzero(a < 0)[0]
-    neg = neg[np.argsort(-a[neg], kind="stable")]
-    order = np.concatenate([pos, neg])
+    """Solve at each amplitude (a static numpy array, or :class:`Steps`),
+    marching outwards from the design position in both directions (first
+    the amplitudes >= 0 upwards, then the negative ones downwards,
+    restarting from ``state0``), each step starting from the previous
+    converged state. One ``lax.scan`` (one trace of the Newton solver).
+    ``solve_one(state, a) -> (state, outputs, converged)``; a failed step
+    does not poison the next (it restarts from the last converged state)."""
+    steps = amplitudes if isinstance(amplitudes, Steps) else Steps(amplitudes)
+    a = jnp.asarray(steps.values, jnp.float64)
+    order = np.array(steps.order, int)
     reset = np.zeros(len(order), bool)
     reset[0] = True
-    if len(pos) and len(neg):
-        reset[len(pos)] = True
+    if 0 < steps.n_up < len(order):
+        reset[steps.n_up] = True
 
     def body(state, xs):
         ai, rs = xs
@@ -690,7 +715,7 @@ def _continuation(solve_one, amplitudes, state0):
         keep = jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, state)
         return keep, (out, ok)
 
-    _, res = jax.lax.scan(body, state0, (jnp.asarray(a[order]), jnp.asarray(reset)))
+    _, res = jax.lax.scan(body, state0, (a[order], jnp.asarray(reset)))
     inverse = np.argsort(order)
     return jax.tree_util.tree_map(lambda x: x[inverse], res)
 

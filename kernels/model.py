@@ -74,6 +74,9 @@ FRICTION_KEYS = ("force", "law", "stiffness", "damping", "velocity")
 # Model.pp_slip): kernels.forces
 CONTACT_AUTO, SLIP_OFF = forces.CONTACT_AUTO, forces.SLIP_OFF
 GROUND = 0
+# table sections that traced functions read from ``Topology.tables`` (host
+# side, folded into the program): part of ``Topology.structure``
+TRACED_TABLES = ("steering_joints", "travel_lock", "vehicle", "reference_bushings")
 
 
 class ModelError(ValueError):
@@ -172,6 +175,13 @@ class Topology:
                 self.p2p_kinds, self.p2p_events, self.bushing_events, self.bushing_bodies.tobytes(), self.p2p_bodies.tobytes(),
                 self.wheel_slots.tobytes(), extra, self.flex_bodies, self.flex_interface_body,
                 tuple((k, np.asarray(v).tobytes()) for k, v in sorted(self.element_interfaces.items())))
+
+    def structure(self):
+        """The structure a traced program of this model depends on: the
+        hash key plus the table sections read while tracing
+        (:data:`TRACED_TABLES`; e.g. the vehicle data of the anti-pitch
+        metrics), never the element and body values of ``tables``."""
+        return self._key() + tuple((k, repr(self.tables.get(k))) for k in TRACED_TABLES)
 
     def __hash__(self):
         return hash(self._key())

@@ -29,13 +29,26 @@ LANES = 4                 # variants per SIMD vector (AVX2: 4 float64); BENCHMAR
 AUTO_ENV = "AXLE_AUTO_BACKEND"   # xla | generated: what ``auto`` means in this process (the tests pin xla)
 
 
-def resolve(backend, jittable, platform=None):
+# A job of fewer variant-steps runs on XLA under ``auto``: about what XLA
+# integrates (single variant, 2,000-3,000 variant-steps/s on the double
+# wishbone) in the time a first build of the generated C takes (tracing,
+# generating and gcc: 30-40 s). XLA's program is keyed on the structure and
+# reads every value at run time, so the next job with a changed load, rate
+# or mass reuses it; the generated C is specialised to the values
+# (BENCHMARKS.md, "Values as run-time inputs").
+GENERATED_MIN_VARIANT_STEPS = 60_000
+
+
+def resolve(backend, jittable, platform=None, variant_steps=None):
     """'xla' or 'generated' for the config's ``integrator.backend`` (default
     auto): auto is the generated code on a CPU for a traced (fixed-step)
-    method when a C compiler is there, XLA otherwise (accelerators, the
-    host reference methods). On a CPU without a compiler, auto logs one line
-    saying so. ``$AXLE_AUTO_BACKEND`` (xla | generated) fixes what auto
-    means, for a test run or a machine whose compiler should not be used."""
+    method when a C compiler is there and the job has at least
+    :data:`GENERATED_MIN_VARIANT_STEPS` variant-steps (``variant_steps``;
+    None: a large job), XLA otherwise (a short job, accelerators, the host
+    reference methods), with one line in the log saying why. On a CPU
+    without a compiler, auto logs one line saying so. ``$AXLE_AUTO_BACKEND``
+    (xla | generated) fixes what auto means, for a test run or a machine
+    whose compiler should not be used."""
     from sweep.codegen.build import compiler
     backend = backend or "auto"
     if not jittable:
@@ -54,6 +67,11 @@ def resolve(backend, jittable, platform=None):
             log.info("integrator.backend=auto: no C compiler found (set CC, or install gcc or clang), "
                      "so the integration runs on XLA")
             return "xla"
+        if variant_steps is not None and variant_steps < GENERATED_MIN_VARIANT_STEPS:
+            log.info(f"integrator.backend=auto: a short job ({variant_steps:,} variant-steps < "
+                     f"{GENERATED_MIN_VARIANT_STEPS:,}) runs on XLA, whose compiled program a rerun with "
+                     "changed values reuses (integrator.backend=generated builds the C for it)")
+            return "xla"
         return "generated"
     return backend
 
@@ -62,10 +80,14 @@ class GeneratedRunner:
     """A chunk runner (host protocol of :class:`sweep.engine.mapping.HostRunner`):
     ``first(theta) -> carry`` mapped and compiled by XLA, ``second(theta,
     carry) -> outputs`` generated as C; ``fallback`` the XLA chunk runner
-    used when the C cannot be built."""
+    used when the C cannot be built. ``values_key``: a digest of the values
+    the generated ``second`` folds in (its C is specialised to them, unlike
+    the XLA stages, which read them at run time: :mod:`sweep.engine.values`);
+    it keys the generated code's cache entry beside the job's key."""
     host = True
 
-    def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None):
+    def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key=""):
+        self.values_key = values_key
         self.first_fn = first
         self.first = mapping.map_variants(first, 1, micro_batch)
         self.second = second
@@ -113,7 +135,7 @@ class _Lowered:
             first_job = pool.submit(lowered.compile)
             try:
                 gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=self.lanes(),
-                                                    prekey=sub("integration"))
+                                                    prekey=sub("integration:" + r.values_key))
                 err = None
             except (emit.Unsupported, build.BuildError) as e:
                 err = e

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from sweep import store as cube_store
-from sweep.engine import mapping
+from sweep.engine import mapping, values
 from sweep.schema import ConfigError
 
 log = logging.getLogger("sweep")
@@ -115,13 +115,16 @@ def compile_runner(ctx, runner, n_dev):
         return fn.lower(place(thetas)).compile(), loaded
     compiled, loaded = ctx.wait(build, doing="the compilation")
     compile_s = time.perf_counter() - tic
-    log.info("compiled in %.1f s%s", compile_s, " (traced program from the trace cache)" if loaded else "")
+    log.info("compiled in %.1f s%s", compile_s,
+             " (reused: the traced program of an earlier run of this structure; values are run-time inputs)"
+             if loaded else "")
 
+    vec = runner.values
     if getattr(runner.fn, "host", False):
-        return (lambda thetas, m: compiled(np.asarray(thetas), m)), compile_s
+        return (lambda thetas, m: compiled(values.rows(thetas, vec), m)), compile_s
 
     def run_chunk(thetas, m):
-        return jax.device_get(compiled(place(thetas)))
+        return jax.device_get(compiled(place(values.rows(thetas, vec))))
     return run_chunk, compile_s
 
 

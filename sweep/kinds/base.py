@@ -66,12 +66,16 @@ class Runner:
     :class:`sweep.engine.mapping.StagedRunner` or a host runner) lowered for
     ``example`` thetas (the padded chunk shape); ``what`` names it in the
     log; ``key`` for the trace cache (None: always trace); ``device``: run on
-    this one device."""
+    this one device; ``values``: the run-time values vector
+    (:class:`sweep.engine.values.Lifted`) appended to every parameter row
+    before the runner sees it (``example`` is then the rows' shape), None
+    for a runner that takes the parameter rows alone."""
     fn: Any
     example: np.ndarray
     what: str
     key: Any = None
     device: Any = None
+    values: Any = None
 
 
 class JobKind:

@@ -194,13 +194,30 @@ def _plan(cfg) -> Plan:
                 iterations_long_name="Newton iterations of the design position", case=lc)
 
 
-def make_kc_runner(model, pset, lc, lock_index, n_dev=1):
+def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False):
     """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations),
-    each of ``n_dev`` devices mapping its own slice (:func:`sweep.engine.mapping.map_variants`)."""
-    R = lc["loaded_radius"]
-    amps = lc["amplitudes"]
+    each of ``n_dev`` devices mapping its own slice (:func:`sweep.engine.mapping.map_variants`).
+    ``lifted``: rows ``[theta | values]`` in place of thetas, ``values`` =
+    ``Lifted((model, lc)).vector`` - the model's values, the amplitudes,
+    loaded radius, brake-lock stiffness and ride load read at run time
+    (:mod:`sweep.engine.values`)."""
+    P = len(pset)
+    if lifted:
+        from sweep.engine.values import Lifted
+        lift = Lifted((model, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])}))
+    else:
+        lift = None
 
-    def variant(theta):
+    def variant(row):
+        if lift is None:
+            theta, (mdl, case) = row, (model, lc)
+        else:
+            theta, (mdl, case) = lift.split(row, P)
+        return _variant(mdl, case, theta)
+
+    def _variant(model, lc, theta):
+        R = lc["loaded_radius"]
+        amps = lc["amplitudes"]
         m = kc.lock_brakes(pset.apply(model, theta), lc["brake_lock"], lock_index)
         eq = start_position(m, lc)
         met = kc.kc_metrics(m, eq, R)
@@ -312,13 +329,19 @@ class KinematicsAndCompliance(JobKind):
 
     def runner(self, plan):
         lc, topo = plan.case, plan.model.topology
-        fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev)
+        fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev, lifted=True)
         what = (f"K&C chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"design position + {lc['analysis']} ({len(lc['amplitudes'])} steps), "
                 f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
+        from sweep.engine.values import Lifted, parameter_structure
         from sweep.tracecache import fingerprint
-        key = fingerprint(NAME, plan.chunk, plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev)
-        return Runner(fn, np.tile(plan.pset.nominal, (plan.chunk, 1)), what, key=key)
+        lift = Lifted((plan.model, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])}))
+        # keyed on structure: the values are the rows' tail (the brake-lock
+        # rows follow from the geometry and are part of the structure)
+        key = fingerprint(NAME, plan.chunk, lift.structure(), parameter_structure(plan.pset),
+                          lc["lock_index"], plan.n_dev)
+        rows = np.zeros((plan.chunk, len(plan.pset) + lift.size))
+        return Runner(fn, rows, what, key=key, values=lift.vector)
 
     def summary(self, plan):
         return {"analysis": plan.case["analysis"], "steps": len(plan.case["amplitudes"])}

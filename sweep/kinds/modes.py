@@ -152,7 +152,7 @@ def make_variant(model, pset, lc, start=None):
     return variant
 
 
-def chunk_runner(model, pset, lc, n_dev=1):
+def chunk_runner(model, pset, lc, n_dev=1, lifted=False):
     """jit(thetas (C, P) -> stacked outputs of :func:`make_variant`); on
     ``n_dev`` > 1 (CPU) devices each maps its own slice (``shard_map``, no
     communication; each device solves the nominal start itself).
@@ -162,11 +162,21 @@ def chunk_runner(model, pset, lc, n_dev=1):
     Newton iterations cost the same (measured), and only unbatched does the
     mirror split's ``lax.cond`` run just the branch a variant takes (under
     vmap both would run). The nominal axle's design position, solved once
-    per chunk, is every variant's Newton start."""
-    def run(thetas):
-        eq0 = kc.design_position(model, tol=lc["tol"], max_iter=lc["max_iter"])
-        start = (jnp.where(eq0.converged, eq0.r, model.r_design), jnp.where(eq0.converged, eq0.fz, 0.0))
-        return jax.lax.map(make_variant(model, pset, lc, start), thetas)
+    per chunk, is every variant's Newton start.
+
+    ``lifted``: rows ``[theta | values]`` in place of thetas, ``values`` =
+    ``Lifted(model).vector`` (:mod:`sweep.engine.values`); the nominal start
+    is solved for the first row's model."""
+    from sweep.engine.values import Lifted
+    lift, P = (Lifted(model) if lifted else None), len(pset)
+
+    def run(rows):
+        mdl = model if lift is None else lift.rebuild(rows[0, P:])
+        eq0 = kc.design_position(mdl, tol=lc["tol"], max_iter=lc["max_iter"])
+        start = (jnp.where(eq0.converged, eq0.r, mdl.r_design), jnp.where(eq0.converged, eq0.fz, 0.0))
+        if lift is None:
+            return jax.lax.map(make_variant(model, pset, lc, start), rows)
+        return jax.lax.map(lambda row: make_variant(lift.rebuild(row[P:]), pset, lc, start)(row[:P]), rows)
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
         run = jax.shard_map(run, mesh=mapping.mesh(n_dev), in_specs=P("variant"), out_specs=P("variant"),
@@ -216,16 +226,18 @@ class Modes(JobKind):
 
     def runner(self, plan):
         lc, topo, n_dev = plan.case, plan.model.topology, plan.n_dev
-        fn = chunk_runner(plan.model, plan.pset, lc, n_dev)
+        fn = chunk_runner(plan.model, plan.pset, lc, n_dev, lifted=True)
         what = (f"modes chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"design position + {2 * topo.n_dof}-state eigenproblem"
                 f"{' (split by mirror symmetry where a variant is symmetric)' if lc['mirror'] else ''}, "
                 f"{plan.chunk} variant(s) per chunk on "
                 + (mapping.devices_note(n_dev) if n_dev > 1 else "the CPU"))
+        from sweep.engine.values import Lifted, parameter_structure
         from sweep.tracecache import fingerprint
-        key = fingerprint(NAME, plan.chunk, plan.model, plan.pset, lc, "sequential-v2")
-        return Runner(fn, np.tile(plan.pset.nominal, (plan.chunk, 1)), what, key=key,
-                      device=None if n_dev > 1 else jax.devices("cpu")[0])
+        lift = Lifted(plan.model)       # keyed on structure: the model's values are the rows' tail
+        key = fingerprint(NAME, plan.chunk, lift.structure(), parameter_structure(plan.pset), lc, "sequential-v2")
+        return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + lift.size)), what, key=key,
+                      device=None if n_dev > 1 else jax.devices("cpu")[0], values=lift.vector)
 
     def summary(self, plan):
         return {"n_modes": plan.case["n_modes"]}

@@ -181,7 +181,7 @@ def error_norm(tolerance):
 
 
 def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                 method="lsrt2", tolerance=None, stages=False):
+                 method="lsrt2", tolerance=None, stages=False, lifted=False):
     """The per-variant function of the time-response kind: ``theta (P,) ->
     (channels, status, equilibrium iterations)``.
 
@@ -194,19 +194,46 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     ``stages=True`` returns its two halves instead, ``equilibrium(theta) ->
     (r_eq, converged, iterations)`` and ``integrate(theta, carry)`` (for
     :class:`sweep.engine.mapping.StagedRunner` / ``HostRunner``); ``variant``
-    is their composition."""
-    u0 = loads.u_at(exc, t0)
+    is their composition.
+
+    ``lifted=True``: the model's and the load case's values are run-time
+    inputs (:mod:`sweep.engine.values`): the function takes a row
+    ``[theta | values]`` with ``values`` = ``Lifted((model, exc)).vector``
+    (what the runner's key is then built from: :func:`lifted_inputs`).
+    Whether a step must be split at a load event is decided here, from the
+    concrete load case, and is part of the structure. ``lifted =
+    "equilibrium"``: only the equilibrium stage reads the values from the
+    row; the integration stage folds them in (the generated backend)."""
     meth = METHODS[method] if isinstance(method, str) else method
     norm = error_norm(tolerance) if (tolerance is not None and meth.has_error_estimate) else None
+    split = events_inside_steps(loads.event_times(exc), t0, dt, (n_samples - 1) * every)
+    n_params = len(pset)
 
-    def equilibrium(theta):
-        eq = statics.static_equilibrium(pset.apply(model, theta), u0)
+    def folded(row):
+        return pset.apply(model, row[:n_params]), exc
+    if lifted:
+        from sweep.engine.values import Lifted
+        lift = Lifted((model, exc))
+
+        def inputs(row):
+            theta, (m, e) = lift.split(row, n_params)
+            return pset.apply(m, theta), e
+    else:
+        inputs = folded
+    # the generated integration folds the values into its C (module
+    # sweep.engine.generated: specialised code per model); it reads theta only
+    integration_inputs = folded if lifted == "equilibrium" else inputs
+
+    def equilibrium(row):
+        m, e = inputs(row)
+        eq = statics.static_equilibrium(m, loads.u_at(e, t0))
         return eq.r, eq.converged, eq.iterations
 
-    def integrate_from(theta, carry):
+    def integrate_from(row, carry):
         r_eq, converged, iterations = carry
-        m = pset.apply(model, theta)
-        traj = response(m, exc, r_eq, t0, dt, n_samples, every, relin, solver, meth, bushing_idx, norm)
+        m, e = integration_inputs(row)
+        traj = response(m, e, r_eq, t0, dt, n_samples, every, relin, solver, meth, bushing_idx, norm,
+                         split_steps=split)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
         ok = jnp.where(traj.max_error > 1.0, status.INACCURATE, status.OK)
         code = jnp.where(converged, jnp.where(finite, ok, status.NON_FINITE),
@@ -221,7 +248,7 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
 
 
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None, backend="xla"):
+                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None, backend="xla", lifted=False):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
     (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
@@ -231,19 +258,38 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
     (:class:`~sweep.engine.mapping.HostRunner`). A chunk of one variant is
     the app's single-variant path. ``backend`` = generated: the integration
     as generated C (:class:`sweep.engine.generated.GeneratedRunner`; this
-    function's XLA runner is its fallback)."""
+    function's XLA runner is its fallback). ``lifted``: rows ``[theta |
+    values]`` in place of thetas (:func:`make_variant`)."""
     meth = METHODS[method] if isinstance(method, str) else method
     args = (model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver, meth, tolerance)
     if not meth.jittable:
-        return mapping.HostRunner(*make_variant(*args, stages=True), micro_batch)
+        return mapping.HostRunner(*make_variant(*args, stages=True, lifted=lifted), micro_batch)
     if backend == "generated":
         from sweep.engine.generated import GeneratedRunner, default_threads
-        fallback = make_chunk_runner(*args[:10], n_dev, meth, tolerance, micro_batch, "xla")
-        return GeneratedRunner(*make_variant(*args, stages=True), fallback, micro_batch,
-                               threads=default_threads())
+        fallback = make_chunk_runner(*args[:10], n_dev, meth, tolerance, micro_batch, "xla", lifted)
+        return GeneratedRunner(*make_variant(*args, stages=True, lifted=lifted and "equilibrium"), fallback,
+                               micro_batch, threads=default_threads(),
+                               values_key=_values_digest(model, exc) if lifted else "")
     if n_dev > 1:
-        return mapping.StagedRunner(*make_variant(*args, stages=True), n_dev, micro_batch)
-    return mapping.map_variants(make_variant(*args), 1, micro_batch)
+        return mapping.StagedRunner(*make_variant(*args, stages=True, lifted=lifted), n_dev, micro_batch)
+    return mapping.map_variants(make_variant(*args, lifted=lifted), 1, micro_batch)
+
+
+def _values_digest(model, exc):
+    """sha256 of the values the generated integration folds in."""
+    import hashlib
+    from sweep.engine.values import Lifted
+    return hashlib.sha256(Lifted((model, exc)).vector.tobytes()).hexdigest()
+
+
+def lifted_inputs(model, exc, pset):
+    """(values vector, structure) of a time-response job's run-time inputs:
+    the vector appended to each parameter row of a ``lifted`` runner, and
+    what its trace-cache key holds in place of the values
+    (:mod:`sweep.engine.values`)."""
+    from sweep.engine.values import Lifted, parameter_structure
+    lift = Lifted((model, exc))
+    return lift.vector, (lift.structure(), parameter_structure(pset))
 
 
 def channel_shapes(model, bushing_idx, channels=None):
@@ -365,7 +411,8 @@ class TimeResponse(JobKind):
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one
         from sweep.engine.generated import resolve
-        backend = resolve(integ.get("backend"), method.jittable)
+        backend = resolve(integ.get("backend"), method.jittable,
+                          variant_steps=len(X) * (n_samples - 1) * every)
         # the generated backend spreads a chunk over the cores by threads: one device
         shard, nsh, n_dev, C = mapping.chunking(
             sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
@@ -407,8 +454,12 @@ class TimeResponse(JobKind):
                 f"{plan.chunk} variant(s) per chunk on {where}"
                 + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
         from sweep.tracecache import fingerprint
-        return Runner(make_chunk_runner(*args), np.zeros((plan.chunk, len(plan.pset))), what,
-                      key=fingerprint(NAME, plan.chunk, channel_key(), *args))
+        vec, structure = lifted_inputs(plan.model, c.exc, plan.pset)
+        split = events_inside_steps(loads.event_times(c.exc), c.t0, c.dt, (c.n_samples - 1) * c.every)
+        # keyed on structure: the model's and load case's values are the rows' tail
+        key = fingerprint(NAME, plan.chunk, channel_key(), structure, split, *args[3:])
+        return Runner(make_chunk_runner(*args, lifted=True), np.zeros((plan.chunk, len(plan.pset) + vec.size)),
+                      what, key=key, values=vec)
 
     def summary(self, plan):
         c = plan.case
