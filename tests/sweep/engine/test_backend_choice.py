@@ -1,7 +1,8 @@
 """Which backend a time-response job integrates on (sweep.engine.generated.resolve):
 integrator.backend defaults to auto, and auto means the generated C on a
-CPU with a C compiler, XLA otherwise - with one line saying so where the
-compiler is missing."""
+CPU with a C compiler for a job long enough to pay for its build, XLA
+otherwise - with one line saying why where the compiler is missing or the
+job is short."""
 import logging
 import os
 
@@ -34,6 +35,19 @@ def test_auto_is_the_generated_code_on_a_cpu_with_a_compiler(unpinned):
     assert generated.resolve("auto", False, "cpu") == "xla"            # the host reference (Radau)
     assert generated.resolve("xla", True, "cpu") == "xla"              # asked for by name
     assert generated.resolve("generated", True, "cpu") == "generated"
+
+
+def test_auto_runs_a_short_job_on_xla_and_says_why(unpinned, caplog):
+    """A job shorter than what XLA integrates while gcc builds the C runs on
+    XLA, whose program a rerun with changed values reuses."""
+    unpinned.setattr(build, "compiler", lambda: "/usr/bin/cc")
+    short = generated.GENERATED_MIN_VARIANT_STEPS - 1
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert generated.resolve("auto", True, "cpu", variant_steps=short) == "xla"
+        assert generated.resolve("auto", True, "cpu", variant_steps=short + 1) == "generated"
+        assert generated.resolve("generated", True, "cpu", variant_steps=1) == "generated"   # by name: kept
+    lines = [r.getMessage() for r in caplog.records if "integrator.backend=auto" in r.getMessage()]
+    assert len(lines) == 1 and f"{short:,} variant-steps" in lines[0] and "runs on XLA" in lines[0]
 
 
 def test_auto_without_a_compiler_runs_on_xla_and_says_so_once(unpinned, caplog):

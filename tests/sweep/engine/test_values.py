@@ -1,0 +1,93 @@
+"""A compiled chunk runner is keyed on structure, never on values
+(sweep.engine.values): a changed wheel load, load-step time, bushing rate,
+mass or hardpoint leaves the trace-cache key unchanged, and the program
+compiled for the first model, reading the changed values at run time, gives
+the numbers of an independent program compiled with the changed values
+folded in (the ``lifted=False`` runner of the changed model) - the
+oracle is another compilation, not the same program twice: in
+test_values_numbers.py, the slow tier; here the keys and the lifting)."""
+import numpy as np
+import pytest
+
+from sweep.engine import values
+from sweep.kinds import kind_of
+from tests.jobs import cfg_of
+
+TOY_STEP = ("model=toy_trailing_arm", "loadcase.t_start=4.97", "loadcase.t_end=5.03", "integrator.backend=xla")
+TOY_KC = ("model=toy_trailing_arm", "loadcase=kc_wheel_travel", "loadcase.steps=5")
+# one changed value per entry: each keeps the key; all together are the oracle's model
+CHANGES = {
+    "wheel load": "loadcase.wheel_loads.left.fz=4200.0",
+    "bushing rate": "model.bushing_types.pivot_bushing.stiffness=[9.0e+5,1.4e+6,6.0e+5,800.0,900.0,100.0]",
+    "mass": "model.per_side.bodies.wheel.mass=23.5",
+    "hardpoint": "model.hardpoints.SA=[-0.09,0.68,-0.045]",
+    "spring preload": "model.per_side.p2p.spring.preload=3300.0",
+}
+STEP_TIME = "loadcase.changes=[{time: 5.01, duration: 0.0, left: {fx: -2500.0}, right: {fx: -2500.0}}]"
+
+
+def plan_and_runner(*overrides):
+    cfg = cfg_of(*overrides)
+    kind = kind_of(cfg)
+    plan = kind.plan(cfg)
+    return plan, kind.runner(plan)
+
+
+@pytest.fixture(scope="module")
+def step_a():
+    return plan_and_runner(*TOY_STEP)
+
+
+@pytest.mark.parametrize("change", list(CHANGES) + ["step time"])
+def test_a_changed_value_keeps_the_key(step_a, change):
+    _, ra = step_a
+    _, rb = plan_and_runner(*TOY_STEP, STEP_TIME if change == "step time" else CHANGES[change])
+    assert rb.key == ra.key
+    assert not np.array_equal(rb.values, ra.values)
+
+
+def test_a_changed_structure_changes_the_key(step_a):
+    _, ra = step_a
+    # a load step off the step grid: the program splits steps (structure)
+    off_grid = STEP_TIME.replace("5.01", "5.0105")
+    assert plan_and_runner(*TOY_STEP, off_grid)[1].key != ra.key
+    # fewer stored bushings: another output layout
+    assert plan_and_runner(*TOY_STEP, "output.bushings=pivot_*")[1].key != ra.key
+    # vehicle data read while tracing (anti-pitch metrics) are structure, not silently folded values
+    from kernels.model import TRACED_TABLES
+    assert "vehicle" in TRACED_TABLES
+
+
+def test_lifted_tree_round_trips_and_keeps_integers_in_the_structure():
+    from kernels import loads
+    from sweep.model_builder import model_from_config
+    cfg = cfg_of("model=toy_trailing_arm")
+    model = model_from_config(cfg.model)
+    exc = loads.excitation(np.full((2, 6), 3.0), [(1.0, 0.0, np.ones((2, 6)))])
+    lift = values.Lifted((model, exc, {"radius": 0.3, "steps": 7, "name": "x"}))
+    m2, e2, d2 = lift.rebuild(lift.vector)
+    for a, b in zip(*(np.asarray(x) for x in (exc.base, e2.base))):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.asarray(m2.bu_k), np.asarray(model.bu_k))
+    assert d2["steps"] == 7 and d2["name"] == "x" and float(d2["radius"]) == 0.3
+    assert lift.size == lift.vector.size > 100
+    # integer leaves (discrete states, index tables) are constants of the structure
+    other = values.Lifted((model, exc, {"radius": 0.3, "steps": 8, "name": "x"}))
+    from sweep.tracecache import fingerprint
+    assert fingerprint(other.structure()) != fingerprint(lift.structure())
+    moved = values.Lifted((model, exc._replace(base=exc.base + 1.0), {"radius": 0.4, "steps": 7, "name": "x"}))
+    assert fingerprint(moved.structure()) == fingerprint(lift.structure())
+
+
+def test_the_generated_integration_is_keyed_on_its_values_too():
+    """The generated C folds the model's values in (specialised code, as
+    SIMPACK's symbolic code): its cache entry carries a digest of them, so a
+    changed value builds new C instead of loading the old model's - while
+    the XLA equilibrium stage keeps the structure's key."""
+    gen = ("integrator.backend=generated",)
+    _, ra = plan_and_runner(*TOY_STEP, *gen)
+    _, rb = plan_and_runner(*TOY_STEP, *gen, CHANGES["bushing rate"])
+    _, rc = plan_and_runner(*TOY_STEP, *gen)
+    assert ra.key == rb.key == rc.key
+    assert ra.fn.values_key and ra.fn.values_key != rb.fn.values_key
+    assert ra.fn.values_key == rc.fn.values_key

@@ -1,0 +1,66 @@
+"""The numbers of a program compiled for one model and run on another
+model's values (sweep.engine.values): equal, to round-off, to an independent
+program compiled with those values folded in (the ``lifted=False`` runner
+of the changed model), for the time response and K&C on the toy axle with
+every kind of value changed at once. The keys: test_values.py."""
+import numpy as np
+import pytest
+
+from sweep.engine import values
+from tests.sweep.engine.test_values import CHANGES, STEP_TIME, TOY_KC, TOY_STEP, plan_and_runner
+
+pytestmark = pytest.mark.slow
+
+
+def rel_err(a, b):
+    """max |a - b| / max |b| per channel; NaN in the same places (a metric
+    the model cannot define) counts as equal."""
+    out = {}
+    for k in b:
+        x, y = np.asarray(a[k], float), np.asarray(b[k], float)
+        assert np.array_equal(np.isnan(x), np.isnan(y)), k
+        ok = ~np.isnan(y)
+        out[k] = float(np.max(np.abs(x[ok] - y[ok]), initial=0.0) / max(np.max(np.abs(y[ok]), initial=0.0), 1e-300))
+    return out
+
+
+def test_time_response_reads_changed_values_at_run_time():
+    """The program of model A run on model B's values equals B's own
+    program with B's values folded in: every value changed at once."""
+    import jax
+    from sweep.kinds import time_response as tr
+    plan_a, ra = plan_and_runner(*TOY_STEP)
+    plan_b, rb = plan_and_runner(*TOY_STEP, STEP_TIME, *CHANGES.values())
+    assert rb.key == ra.key
+    thetas = np.zeros((1, 0))
+    got = jax.device_get(ra.fn(values.rows(thetas, rb.values)))
+    c = plan_b.case
+    folded = tr.make_chunk_runner(plan_b.model, plan_b.pset, c.exc, c.t0, c.dt, c.n_samples, c.every, c.relin,
+                                  list(c.bidx), c.solver, 1, c.method, c.tolerance, None, "xla", lifted=False)
+    want = jax.device_get(folded(thetas))
+    assert int(got[1][0]) == int(want[1][0]) == 0          # status ok
+    errs = rel_err(got[0], want[0])
+    assert max(errs.values()) <= 1e-12, errs
+    # and the change is real: B differs from A visibly
+    same_a = jax.device_get(ra.fn(values.rows(thetas, ra.values)))
+    assert rel_err(same_a[0], want[0])["wheel_centre_displacement"] > 1e-3
+
+
+def test_kc_reads_changed_values_at_run_time():
+    import jax
+    from sweep.kinds import kc as kc_kind
+    plan_a, ra = plan_and_runner(*TOY_KC)
+    changed = [CHANGES["bushing rate"], CHANGES["hardpoint"], CHANGES["mass"], "loadcase.travel=[-0.06,0.07]",
+               "loadcase.loaded_radius=0.33", "loadcase.brake_lock_stiffness=5.0e+4"]
+    plan_b, rb = plan_and_runner(*TOY_KC, *changed)
+    assert rb.key == ra.key
+    thetas = np.zeros((1, 0))
+    got = jax.device_get(ra.fn(values.rows(thetas, rb.values)))
+    lc = plan_b.case
+    want = jax.device_get(kc_kind.make_kc_runner(plan_b.model, plan_b.pset, lc, lc["lock_index"], 1)(thetas))
+    assert int(got[1][0]) == int(want[1][0]) == 0
+    errs = rel_err(got[0], want[0])
+    assert max(errs.values()) <= 1e-12, {k: v for k, v in errs.items() if v > 1e-12}
+    # the travel range moved: the steps' wheel-centre heights follow it
+    dz = np.asarray(got[0]["wheel_centre_displacement"])[0, :, 0, 2]
+    np.testing.assert_allclose([dz.min(), dz.max()], [-0.06, 0.07], atol=1e-6)
