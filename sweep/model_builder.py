@@ -177,7 +177,7 @@ RACK_KEYS = {"enabled": "bool", "joint": "per-side bushing name", "mass": "kg", 
 RACK_BODY, RACK_HOUSING = "steering_rack", "rack_housing"
 
 
-def with_steering_rack(cfg: dict):
+def with_steering_rack(cfg: dict, right_hardpoints=None):
     """Apply the optional ``steering_rack`` section of a model config (plain
     dict): a rack body between the two steering joints, held on the chassis
     by one bushing ``rack_housing`` along vehicle y whose axial stiffness is
@@ -185,7 +185,9 @@ def with_steering_rack(cfg: dict):
     pinion, housing mounts, with the steering wheel held); the steering
     joints' chassis ends move onto the rack, and the rack housing becomes the
     steering joint (rack travel is imposed at the housing's chassis marker,
-    through that compliance). Returns (config, description or None)."""
+    through that compliance). ``right_hardpoints``: the right side's table
+    where it differs from the left's mirror image (a hardpoint moved on one
+    side). Returns (config, description or None)."""
     rack = cfg.get("steering_rack")
     if not rack or not rack.get("enabled", False):
         return cfg, None
@@ -216,7 +218,8 @@ def with_steering_rack(cfg: dict):
             raise ModelError(f"model.steering_rack.{key} = {val} must be > 0 [{RACK_KEYS[key]}]")
         vals[key] = val
     pl = _Side(cfg.get("hardpoints") or {}, "left").point(spec["at"], f"model.per_side.bushings.{joint}.at")
-    pr = pl * np.array([1.0, -1.0, 1.0])
+    pr = (pl * np.array([1.0, -1.0, 1.0]) if right_hardpoints is None else
+          _Side(right_hardpoints, "right").point(spec["at"], f"model.per_side.bushings.{joint}.at"))
     centre = 0.5 * (pl + pr)
     shared = cfg.setdefault("shared", {})
     shared.setdefault("bodies", {})[RACK_BODY] = {
@@ -617,17 +620,49 @@ def model_source():
     return None
 
 
-def build_tables(cfg, source=None) -> dict:
+def moved_hardpoints(hp, offsets):
+    """{side: hardpoint table} with ``offsets`` applied: (name, side, (3,)
+    offset [m] in the left side's frame) with side both | left | right; the
+    right side's table is mirrored by :class:`_Side`, so an offset moves the
+    right point by its mirror image (y flips sign). A moved hardpoint must
+    be given as coordinates (a point defined along others follows them)."""
+    out = {}
+    for s in SIDES:
+        table = dict(hp)
+        for name, side, d in offsets:
+            if side not in ("both", s):
+                continue
+            if name not in hp:
+                raise ModelError(f"hardpoint {name!r} is not in model.hardpoints (known: {', '.join(sorted(hp))})")
+            if isinstance(hp[name], dict):
+                raise ModelError(f"model.hardpoints.{name} is defined through other points ({hp[name]!r}): "
+                                 "move those instead")
+            table[name] = (np.asarray(table[name], float) + np.asarray(d, float)).tolist()
+        out[s] = table
+    return out
+
+
+def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
     """Model config -> validated-ready plain tables (see :mod:`kernels.model`).
     ``source``: the model file, named with the line in an unknown-key error
-    (default: the running Hydra job's model file)."""
+    (default: the running Hydra job's model file). ``hardpoint_offsets``:
+    hardpoints moved before anything is built (:func:`moved_hardpoints`):
+    body frames, rod inertias, marker and element frames, reference lengths
+    and the design position all follow - the same tables as a model file
+    with the points moved by hand; shared elements (the centre) see the left
+    side's points."""
     cfg = _plain(cfg)
     if not cfg:
         raise ModelError("model: the model config is empty (no bodies, bushings or wheels)")
     source = source or model_source()
     check_keys(cfg, source)
     check_alignment(cfg)
-    cfg, rack_desc = with_steering_rack(cfg)
+    if hardpoint_offsets:
+        hps = moved_hardpoints(cfg.get("hardpoints") or {}, hardpoint_offsets)
+        cfg = {**cfg, "hardpoints": hps["left"]}
+    else:
+        hps = None
+    cfg, rack_desc = with_steering_rack(cfg, hps and hps["right"])
     hp = cfg.get("hardpoints") or {}
     types = cfg.get("bushing_types") or {}
     stop_law = cfg.get("stop_law")
@@ -793,7 +828,7 @@ def build_tables(cfg, source=None) -> dict:
 
     per_side = cfg.get("per_side") or {}
     shared = cfg.get("shared") or {}
-    sides = {s: _Side(hp, s) for s in SIDES}
+    sides = {s: _Side(hps[s] if hps else hp, s) for s in SIDES}
     centre = _Side(hp, "left")
     for name, spec in (shared.get("bodies") or {}).items():
         add_body(name, spec, centre)
@@ -833,6 +868,9 @@ def build_tables(cfg, source=None) -> dict:
         "wheels": {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES},
     }
     tables.update({key: rows for key, rows in extra.items() if rows})
+    # the left side's hardpoint table as built (informational: sweep
+    # parameters of target hardpoint name their points against it)
+    tables["hardpoints"] = {n: (dict(v) if isinstance(v, dict) else [float(x) for x in v]) for n, v in hp.items()}
     if flexible:
         tables["flexible_bodies"] = flexible_rows(flexible, markers)
     names = [b["name"] for b in bushings]
@@ -928,7 +966,8 @@ def vehicle_table(veh) -> dict:
     return out
 
 
-def model_from_config(model_cfg):
-    """The :class:`kernels.model.Model` of a model config (``cfg.model``)."""
+def model_from_config(model_cfg, hardpoint_offsets=()):
+    """The :class:`kernels.model.Model` of a model config (``cfg.model``),
+    with ``hardpoint_offsets`` applied (:func:`build_tables`)."""
     from kernels.model import build_model
-    return build_model(build_tables(model_cfg))
+    return build_model(build_tables(model_cfg, hardpoint_offsets=hardpoint_offsets))

@@ -18,6 +18,23 @@ A parameter (config ``sweep.parameters.<name>``)::
     bounds: [0.5, 2.0]
     scale: log                     # sampling space: linear | log
 
+A hardpoint offset (``target: hardpoint``)::
+
+    target: hardpoint
+    points: [Q]                    # hardpoint name(s) or fnmatch pattern(s) of model.hardpoints
+    axis: z                        # x | y | z
+    side: both                     # both (default: left as given, right mirrored) | left | right
+    nominal: 0.0                   # offset [m] in the left side's frame
+    bounds: [-0.01, 0.01]
+
+moves the points before the model is built, per variant: everything that
+follows from the geometry (body frames, rod inertias, marker and element
+frames, reference lengths, the design position) follows, exactly as a
+model file with the points moved by hand (:func:`sweep.model_builder.build_tables`).
+The variant's values reach the compiled program at run time
+(:mod:`sweep.engine.values`); the alignment shims of the model file are
+held (a moved tie-rod point changes the static toe, as on the car).
+
 A registered force-element group (``kernels.forces.register_group``) adds the
 targets ``<group>.<target>`` it declares in ``ElementGroup.targets`` (scale
 mode: a factor on ``model.elements[group][key]`` of the matching elements).
@@ -58,6 +75,9 @@ TARGETS = {
 }
 VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c", "damper.friction": "pp_friction"}
 KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "scale"}
+HARDPOINT_KEYS = {"target", "points", "axis", "side", "nominal", "bounds", "scale"}
+HARDPOINT = "hardpoint"
+AXES = ("x", "y", "z")
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,23 @@ class ParameterSet:
     def __len__(self):
         return len(self.params)
 
+    @property
+    def hardpoints(self):
+        """[(column, parameter)] of the hardpoint offsets (applied when the
+        model is built, not by :meth:`apply`)."""
+        return [(i, p) for i, p in enumerate(self.params) if p.target == HARDPOINT]
+
+    def hardpoint_offsets(self, theta):
+        """(name, side, (3,) offset [m]) of each moved point for the parameter
+        vector ``theta`` (host side; :func:`sweep.model_builder.build_tables`)."""
+        out = []
+        for i, p in self.hardpoints:
+            names, axis, side = p.index
+            d = np.zeros(3)
+            d[axis] = float(theta[i])
+            out += [(n, side, d) for n in names]
+        return out
+
     def from_unit(self, Z):
         """(n, n_params) points of the unit cube -> parameter values."""
         Z = np.asarray(Z, float).reshape(-1, len(self.params))
@@ -154,6 +191,8 @@ class ParameterSet:
         then (its reverse rule needs each entry written once)."""
         updates = {}
         for i, p in enumerate(self.params):
+            if p.target == HARDPOINT:        # moved when the model is built (hardpoint_offsets)
+                continue
             arr = updates.get(p.field, None)
             arr = _get_field(model, p.field) if arr is None else arr
             if p.mode == "scale":
@@ -194,12 +233,15 @@ def build_parameters(spec, model) -> ParameterSet:
         what = f"sweep.parameters.{name}"
         if not isinstance(p, dict):
             raise ConfigError(f"{what} must be a mapping")
+        if p.get("target") == HARDPOINT:
+            out.append(_hardpoint_parameter(name, p, model))
+            continue
         check_keys(what, p, KNOWN_KEYS)
         target = p.get("target")
         extra = group_targets(model)
         if target not in TARGETS and target not in extra:
             raise ConfigError(f"{what}.target = {target!r} is not one of "
-                              f"{', '.join(list(TARGETS) + list(extra))}")
+                              f"{', '.join(list(TARGETS) + list(extra) + [HARDPOINT])}")
         pats = _patterns(p.get("elements", "*"))
         if target in extra:
             group, key, column = extra[target]
@@ -296,3 +338,46 @@ def build_parameters(spec, model) -> ParameterSet:
         out.append(Parameter(name, target, field, index, mode, nominal, lo, hi, scale))
     return ParameterSet(out)
 
+
+def _hardpoint_parameter(name, p, model):
+    """A ``target: hardpoint`` parameter (module doc), checked against the
+    model's hardpoint table (its config, kept in the topology's tables)."""
+    what = f"sweep.parameters.{name}"
+    check_keys(what, p, HARDPOINT_KEYS)
+    known = model.topology.tables.get("hardpoints")
+    if known is None:
+        raise ConfigError(f"{what}: model {model.topology.name!r} was not built from a model file with "
+                          "hardpoints (model.hardpoints)")
+    if "points" not in p:
+        raise ConfigError(f"{what}.points is missing: give the hardpoint name(s), e.g. points: [Q]")
+    pats = _patterns(p["points"])
+    points = sorted({n for n in known for pt in pats if fnmatch.fnmatchcase(n, str(pt))})
+    missing = [pt for pt in pats if not any(fnmatch.fnmatchcase(n, str(pt)) for n in known)]
+    if missing:
+        raise ConfigError(f"{what}.points: {missing[0]!r} matches no hardpoint of model {model.topology.name!r} "
+                          f"(known: {', '.join(sorted(known))})")
+    derived = [n for n in points if isinstance(known[n], dict)]
+    if derived:
+        raise ConfigError(f"{what}.points: hardpoint {derived[0]!r} is defined through other points "
+                          f"({known[derived[0]]!r}); move those instead")
+    axis = p.get("axis")
+    if axis not in AXES:
+        raise ConfigError(f"{what}.axis = {axis!r} must be x, y or z (the left side's frame)")
+    side = p.get("side", "both")
+    if side not in ("both", "left", "right"):
+        raise ConfigError(f"{what}.side = {side!r} must be both, left or right")
+    nominal = Float(unit="m").check(p.get("nominal", 0.0), f"{what}.nominal")
+    if p.get("bounds") is None:
+        raise ConfigError(f"{what}.bounds is missing: give [lower, upper] offsets in m, e.g. [-0.01, 0.01]")
+    lo, hi = Bounds().check(p["bounds"], f"{what}.bounds")
+    if not lo < hi:
+        raise ConfigError(f"{what}.bounds = [{lo}, {hi}] are reversed or empty (lower must be < upper)")
+    if max(abs(lo), abs(hi)) > 0.2:
+        raise ConfigError(f"{what}.bounds = [{lo}, {hi}]: offsets are in metres; more than 0.2 m is not a "
+                          "hardpoint variation (millimetres meant?)")
+    if p.get("scale", "linear") != "linear":
+        raise ConfigError(f"{what}.scale = {p['scale']!r}: a hardpoint offset is sampled on a linear scale")
+    if not lo <= nominal <= hi:
+        raise ConfigError(f"{what}.nominal = {nominal} is outside bounds [{lo}, {hi}]")
+    return Parameter(name, HARDPOINT, None, (tuple(points), AXES.index(axis), side), "value", nominal, lo, hi,
+                     "linear")

@@ -117,12 +117,75 @@ def _keyable(x):
 
 
 def rows(thetas, vector):
-    """Parameter rows (C, P) with the values vector (V,) appended to each."""
+    """Parameter rows (C, P) with the values appended to each: a vector (V,)
+    shared by every variant, or a :class:`PerVariant` giving each row its own."""
     thetas = np.asarray(thetas, np.float64)
+    if callable(vector):
+        return np.concatenate([thetas, vector(thetas)], axis=1)
     if vector is None or np.size(vector) == 0:
         return thetas
     return np.concatenate([thetas, np.broadcast_to(np.asarray(vector, np.float64),
                                                    (len(thetas), np.size(vector)))], axis=1)
+
+
+class PerVariant:
+    """Each variant's own values: for a design that moves hardpoints, the
+    model is rebuilt per variant on the host (:func:`sweep.model_builder.build_tables`
+    with the variant's offsets, ~30 ms for a full axle) and its values
+    lifted like the nominal model's (``tree_of(model)``: the tree the
+    runner lifts, e.g. (model, excitation)). Every variant's tree must have
+    the nominal's structure (checked: a moved point must not change what is
+    compiled in, e.g. an index table). Rows repeated in a chunk (padding)
+    are built once."""
+
+    def __init__(self, model_cfg, pset, tree_of, template: Lifted):
+        from sweep.model_builder import _plain
+        self.cfg = _plain(model_cfg)
+        self.pset, self.tree_of, self.template = pset, tree_of, template
+        self._memo = {}
+
+    def row(self, theta):
+        from sweep.model_builder import model_from_config
+        offsets = self.pset.hardpoint_offsets(theta)
+        key = tuple((n, s, tuple(d)) for n, s, d in offsets)
+        if key not in self._memo:
+            lift = Lifted(self.tree_of(model_from_config(self.cfg, hardpoint_offsets=offsets)))
+            t = self.template
+            same = (lift.treedef == t.treedef and lift.size == t.size
+                    and [s and s[:3] for s in lift.slots] == [s and s[:3] for s in t.slots]
+                    and all(_same(a, b) for a, b in zip(lift.consts, t.consts)))
+            if not same:
+                names = ", ".join(p.name for _, p in self.pset.hardpoints)
+                from sweep.schema import ConfigError
+                raise ConfigError(f"sweep.parameters ({names}): the moved hardpoints change the model's "
+                                  "structure (an index table or discrete state), not only its values")
+            if len(self._memo) > 4096:
+                self._memo.clear()
+            self._memo[key] = lift.vector
+        return self._memo[key]
+
+    def __call__(self, thetas):
+        return np.stack([self.row(t) for t in np.asarray(thetas, np.float64)])
+
+
+def _same(a, b):
+    if isinstance(a, (np.ndarray, jax.Array)) or isinstance(b, (np.ndarray, jax.Array)):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+    return type(a) is type(b) and a == b
+
+
+def run_values(plan, tree_of):
+    """(values, structure) of a job's runner: the nominal tree's vector (or,
+    for a design with hardpoint parameters, a :class:`PerVariant` builder)
+    and the structure that enters the trace-cache key."""
+    template = Lifted(tree_of(plan.model))
+    structure = (template.structure(), parameter_structure(plan.pset))
+    if plan.pset.hardpoints:
+        if plan.model_cfg is None:
+            raise ValueError("a plan with hardpoint parameters needs its model config (Plan.model_cfg)")
+        return PerVariant(plan.model_cfg, plan.pset, tree_of, template), structure, template.size
+    return template.vector, structure, template.size
 
 
 def parameter_structure(pset):
@@ -131,4 +194,4 @@ def parameter_structure(pset):
     return tuple((p.field, tuple(np.asarray(i).tolist() for i in p.index), p.mode) for p in pset.params)
 
 
-__all__ = ["Lifted", "Slot", "rows", "parameter_structure"]
+__all__ = ["Lifted", "Slot", "PerVariant", "rows", "run_values", "parameter_structure"]

@@ -58,6 +58,7 @@ class Plan:
     lead: tuple
     iterations_long_name: str
     case: Any = None
+    model_cfg: Any = None     # the model config, for designs that rebuild it per variant (hardpoints)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -189,7 +189,7 @@ def _plan(cfg) -> Plan:
     }
     # one device: the design-position Newton loop inside a multi-device
     # computation stalled XLA's CPU client (sweep.engine.mapping.StagedRunner)
-    return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=1, micro_batch=None,
+    return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=1, micro_batch=None,
                 channels=tuple(CHANNELS), shapes=shapes, coords=coords, lead=((dim, S, S),),
                 iterations_long_name="Newton iterations of the design position", case=lc)
 
@@ -333,15 +333,14 @@ class KinematicsAndCompliance(JobKind):
         what = (f"K&C chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"design position + {lc['analysis']} ({len(lc['amplitudes'])} steps), "
                 f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
-        from sweep.engine.values import Lifted, parameter_structure
+        from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
-        lift = Lifted((plan.model, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])}))
+        vals, structure, size = run_values(plan, lambda m: (m, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])}))
         # keyed on structure: the values are the rows' tail (the brake-lock
-        # rows follow from the geometry and are part of the structure)
-        key = fingerprint(NAME, plan.chunk, lift.structure(), parameter_structure(plan.pset),
-                          lc["lock_index"], plan.n_dev)
-        rows = np.zeros((plan.chunk, len(plan.pset) + lift.size))
-        return Runner(fn, rows, what, key=key, values=lift.vector)
+        # rows follow from the nominal geometry and are part of the structure)
+        key = fingerprint(NAME, plan.chunk, structure, lc["lock_index"], plan.n_dev)
+        rows = np.zeros((plan.chunk, len(plan.pset) + size))
+        return Runner(fn, rows, what, key=key, values=vals)
 
     def summary(self, plan):
         return {"analysis": plan.case["analysis"], "steps": len(plan.case["amplitudes"])}

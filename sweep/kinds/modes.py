@@ -120,7 +120,7 @@ def _plan(cfg) -> Plan:
         "body": (np.array(topo.body_names), {}),
         "bushing": (np.array(topo.bushing_names), {}),
     }
-    return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
+    return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                 micro_batch=None, channels=tuple(CHANNELS), shapes=shapes, coords=coords, lead=(("mode", K, K),),
                 iterations_long_name="Newton iterations of the design position", case=lc)
 
@@ -232,12 +232,12 @@ class Modes(JobKind):
                 f"{' (split by mirror symmetry where a variant is symmetric)' if lc['mirror'] else ''}, "
                 f"{plan.chunk} variant(s) per chunk on "
                 + (mapping.devices_note(n_dev) if n_dev > 1 else "the CPU"))
-        from sweep.engine.values import Lifted, parameter_structure
+        from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
-        lift = Lifted(plan.model)       # keyed on structure: the model's values are the rows' tail
-        key = fingerprint(NAME, plan.chunk, lift.structure(), parameter_structure(plan.pset), lc, "sequential-v2")
-        return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + lift.size)), what, key=key,
-                      device=None if n_dev > 1 else jax.devices("cpu")[0], values=lift.vector)
+        vals, structure, size = run_values(plan, lambda m: m)   # keyed on structure: values are the rows' tail
+        key = fingerprint(NAME, plan.chunk, structure, lc, "sequential-v2")
+        return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + size)), what, key=key,
+                      device=None if n_dev > 1 else jax.devices("cpu")[0], values=vals)
 
     def summary(self, plan):
         return {"n_modes": plan.case["n_modes"]}

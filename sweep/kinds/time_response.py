@@ -282,16 +282,6 @@ def _values_digest(model, exc):
     return hashlib.sha256(Lifted((model, exc)).vector.tobytes()).hexdigest()
 
 
-def lifted_inputs(model, exc, pset):
-    """(values vector, structure) of a time-response job's run-time inputs:
-    the vector appended to each parameter row of a ``lifted`` runner, and
-    what its trace-cache key holds in place of the values
-    (:mod:`sweep.engine.values`)."""
-    from sweep.engine.values import Lifted, parameter_structure
-    lift = Lifted((model, exc))
-    return lift.vector, (lift.structure(), parameter_structure(pset))
-
-
 def channel_shapes(model, bushing_idx, channels=None):
     """{channel: shape at one sample} by :func:`jax.eval_shape` of the channel
     functions at the design pose (traces only the channel functions)."""
@@ -411,8 +401,19 @@ class TimeResponse(JobKind):
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one
         from sweep.engine.generated import resolve
-        backend = resolve(integ.get("backend"), method.jittable,
-                          variant_steps=len(X) * (n_samples - 1) * every)
+        if pset.hardpoints:
+            # each variant its own geometry: values per variant, which the
+            # generated C (specialised to one model's values) cannot take
+            if integ.get("backend") == "generated":
+                raise ConfigError("integrator.backend = generated: a design that moves hardpoints (sweep "
+                                  "parameters of target hardpoint) runs on XLA, which reads each variant's "
+                                  "geometry at run time (integrator.backend=xla or auto)")
+            backend = "xla"
+            if method.jittable:
+                log.info("integrator.backend: XLA - the design moves hardpoints (each variant its own geometry)")
+        else:
+            backend = resolve(integ.get("backend"), method.jittable,
+                              variant_steps=len(X) * (n_samples - 1) * every)
         # the generated backend spreads a chunk over the cores by threads: one device
         shard, nsh, n_dev, C = mapping.chunking(
             sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
@@ -436,7 +437,7 @@ class TimeResponse(JobKind):
                     solver=solver, bidx=tuple(bidx), times=times, method=method, tolerance=tolerance,
                     backend=backend,
                     loadcase_name=str(cfg.loadcase.name))
-        return Plan(model=model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
+        return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                     micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
                     coords=coords, lead=(("time", n_samples, tc),),
                     iterations_long_name="Newton iterations of the static equilibrium", case=case)
@@ -453,13 +454,14 @@ class TimeResponse(JobKind):
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"
                 + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
+        from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
-        vec, structure = lifted_inputs(plan.model, c.exc, plan.pset)
+        vals, structure, size = run_values(plan, lambda m: (m, c.exc))
         split = events_inside_steps(loads.event_times(c.exc), c.t0, c.dt, (c.n_samples - 1) * c.every)
         # keyed on structure: the model's and load case's values are the rows' tail
         key = fingerprint(NAME, plan.chunk, channel_key(), structure, split, *args[3:])
-        return Runner(make_chunk_runner(*args, lifted=True), np.zeros((plan.chunk, len(plan.pset) + vec.size)),
-                      what, key=key, values=vec)
+        return Runner(make_chunk_runner(*args, lifted=True), np.zeros((plan.chunk, len(plan.pset) + size)),
+                      what, key=key, values=vals)
 
     def summary(self, plan):
         c = plan.case
