@@ -120,11 +120,13 @@ def compile_runner(ctx, runner, n_dev):
              if loaded else "")
 
     vec = runner.values
-    if getattr(runner.fn, "host", False):
-        return (lambda thetas, m: compiled(values.rows(thetas, vec), m)), compile_s
+    host = getattr(runner.fn, "host", False)
 
-    def run_chunk(thetas, m):
-        return jax.device_get(compiled(place(values.rows(thetas, vec))))
+    def run_chunk(thetas, m, next_thetas=None):
+        rows = values.rows(thetas, vec)
+        if next_thetas is not None and hasattr(vec, "prefetch"):
+            vec.prefetch(next_thetas)        # per-variant values: the next chunk's built meanwhile
+        return compiled(rows, m) if host else jax.device_get(compiled(place(rows)))
     return run_chunk, compile_s
 
 
@@ -144,8 +146,10 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
     """Run this shard's unfinished chunks and write each to the store as soon
     as it finishes (what was written survives a crash; a rerun skips it).
 
-    ``run_chunk(thetas, m)`` runs one padded chunk (rows past ``m`` are the
-    nominal axle) and returns (outputs dict, status, equilibrium iterations).
+    ``run_chunk(thetas, m, next_thetas)`` runs one padded chunk (rows past
+    ``m`` are the nominal axle; ``next_thetas``: the next chunk's, or None,
+    for values built ahead) and returns (outputs dict, status, equilibrium
+    iterations).
     A chunk is written by a writer thread while the next one is computed
     (at most one write in flight: the cube writes no longer add to the
     computing time, BENCHMARKS.md "Generated backend"); a stop signal
@@ -188,12 +192,17 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
         _test_kill_hook(written)
         ctx.checkpoint()
 
+    def chunk_thetas(k):
+        a, b = k * C, min(n, (k + 1) * C)
+        thetas = np.tile(pset.nominal, (C, 1))          # padding rows run the nominal axle
+        thetas[: b - a] = X[a:b]
+        return a, b, thetas
+
     try:
         for written, k in enumerate(todo, 1):
-            a, b = k * C, min(n, (k + 1) * C)
-            thetas = np.tile(pset.nominal, (C, 1))          # padding rows run the nominal axle
-            thetas[: b - a] = X[a:b]
-            outs, status, its = ctx.wait(run_chunk, thetas, b - a)
+            a, b, thetas = chunk_thetas(k)
+            after = chunk_thetas(todo[written])[2] if written < len(todo) else None
+            outs, status, its = ctx.wait(run_chunk, thetas, b - a, after)
             data = {name: np.asarray(outs[name])[: b - a] for name in names}
             data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
             data["status"] = np.asarray(status)[: b - a]

@@ -136,13 +136,17 @@ class PerVariant:
     runner lifts, e.g. (model, excitation)). Every variant's tree must have
     the nominal's structure (checked: a moved point must not change what is
     compiled in, e.g. an index table). Rows repeated in a chunk (padding)
-    are built once."""
+    are built once. :meth:`prefetch` builds the next chunk's rows in a
+    background thread while the current chunk computes (XLA releases the
+    GIL), so the builds leave the job's critical path."""
 
     def __init__(self, model_cfg, pset, tree_of, template: Lifted):
         from sweep.model_builder import _plain
         self.cfg = _plain(model_cfg)
         self.pset, self.tree_of, self.template = pset, tree_of, template
         self._memo = {}
+        self._pending = None
+        self._pool = None
 
     def row(self, theta):
         from sweep.model_builder import model_from_config
@@ -159,12 +163,27 @@ class PerVariant:
                 from sweep.schema import ConfigError
                 raise ConfigError(f"sweep.parameters ({names}): the moved hardpoints change the model's "
                                   "structure (an index table or discrete state), not only its values")
-            if len(self._memo) > 4096:
+            if len(self._memo) > 8192:
                 self._memo.clear()
             self._memo[key] = lift.vector
         return self._memo[key]
 
+    def prefetch(self, thetas):
+        """Start building the rows of ``thetas`` (the next chunk) in the background."""
+        import concurrent.futures
+        self._wait()
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="variant-models")
+        rows = np.array(thetas, np.float64)
+        self._pending = self._pool.submit(lambda: [self.row(t) for t in rows])
+
+    def _wait(self):
+        if self._pending is not None:
+            p, self._pending = self._pending, None
+            p.result()
+
     def __call__(self, thetas):
+        self._wait()
         return np.stack([self.row(t) for t in np.asarray(thetas, np.float64)])
 
 

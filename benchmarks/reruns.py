@@ -1,0 +1,170 @@
+"""Start-up and reruns of a job as a user meets them: whole ``python -m
+sweep`` processes, wall clock from start to exit.
+
+    .venv/bin/python benchmarks/reruns.py            # ~10 min on 2 cores
+    .venv/bin/python benchmarks/reruns.py --repeat 1 # one of each
+
+Cases (double wishbone; the longitudinal step and K&C wheel travel):
+
+* first run from empty caches (a new JAX cache directory);
+* a rerun with nothing to do (the same command again);
+* a rerun into a new output path (same values);
+* reruns with one changed value each, into new output paths: a wheel load,
+  a bushing rate in the model file, a hardpoint, the load step's time (on
+  the step grid); each repeat with another value, so no run meets its own
+  values in a cache;
+* the K&C job: first run, and a rerun with a changed hardpoint.
+
+Writes benchmarks/results/reruns.json (median, min, max of each case, the
+machine, the commit) and rewrites the table between the
+``<!-- bench:reruns:... -->`` markers of README.md and BENCHMARKS.md
+(checked against the JSON by tests/test_recorded_figures.py).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "reruns.json")
+BEGIN, END = "<!-- bench:reruns:begin -->", "<!-- bench:reruns:end -->"
+Q = (-0.1370, 0.6900, -0.0880)       # the double wishbone's outer tie-rod point
+
+
+def step_time(t):
+    return (f"loadcase.changes=[{{time: {t}, duration: 0.0, left: {{fx: -2500.0}}, "
+            f"right: {{fx: -2500.0}}}}]")
+
+
+CHANGES = {
+    "wheel load": lambda i: [f"loadcase.wheel_loads.left.fz={4600.0 + 37.0 * i}",
+                             f"loadcase.wheel_loads.right.fz={4600.0 + 37.0 * i}"],
+    "bushing rate": lambda i: [f"model.bushing_types.upper_arm_bushing.stiffness="
+                               f"[{2.0e6 + 1.0e4 * (i + 1)},2.0e+6,4.0e+5,500.0,500.0,20.0]"],
+    "hardpoint": lambda i: [f"model.hardpoints.Q=[{Q[0]},{Q[1]},{Q[2] + 0.001 * (i + 1)}]"],
+    "load-step time": lambda i: [step_time(round(4.9 - 0.1 * i, 3))],
+}
+LABELS = {
+    "first": "first run, empty caches",
+    "nothing": "rerun, nothing to do",
+    "new output": "rerun into a new output path",
+    **{f"changed {k}": f"rerun, changed {k}" for k in CHANGES},
+    "kc first": "K&C wheel travel: first run, empty caches",
+    "kc changed hardpoint": "K&C wheel travel: rerun, changed hardpoint",
+}
+
+
+def run(args, cache, out):
+    env = {**os.environ, "AXLE_JAX_CACHE_DIR": cache}
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "sweep", *args, f"output.path={out}", "sweep.progress=false",
+                        f"hydra.run.dir={os.path.dirname(out)}/hydra"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"{args} failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    return wall, p.stdout + p.stderr
+
+
+def measure(repeat):
+    work = tempfile.mkdtemp(prefix="reruns-")
+    cache = os.path.join(work, "cache")
+    times = {k: [] for k in LABELS}
+    notes = {}
+    try:
+        n = [0]
+
+        def out():
+            n[0] += 1
+            return os.path.join(work, f"o{n[0]}", "c.zarr")
+        first = out()
+        w, log = run([], cache, first)
+        times["first"].append(w)
+        notes["first"] = [ln for ln in log.splitlines() if "integrator.backend" in ln or "compiled in" in ln]
+        for i in range(repeat):
+            times["nothing"].append(run([], cache, first)[0])
+            times["new output"].append(run([], cache, out())[0])
+            for name, change in CHANGES.items():
+                w, log = run(change(i), cache, out())
+                if "reused" not in log:
+                    raise SystemExit(f"changed {name}: the program was not reused:\n{log[-3000:]}")
+                times[f"changed {name}"].append(w)
+        kc = ["loadcase=kc_wheel_travel"]
+        times["kc first"].append(run(kc, cache, out())[0])
+        for i in range(repeat):
+            w, log = run(kc + CHANGES["hardpoint"](i), cache, out())
+            if "reused" not in log:
+                raise SystemExit(f"K&C changed hardpoint: the program was not reused:\n{log[-3000:]}")
+            times["kc changed hardpoint"].append(w)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return times, notes
+
+
+def machine_line():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def table(result):
+    """The markdown table of a results JSON (what README and BENCHMARKS show)."""
+    rows = ["| case | median [s] | min - max [s] | runs |", "|---|---|---|---|"]
+    for key, label in LABELS.items():
+        ts = result["cases"].get(key)
+        if ts:
+            rows.append(f"| {label} | {statistics.median(ts):.1f} | {min(ts):.1f} - {max(ts):.1f} | {len(ts)} |")
+    rows.append("")
+    rows.append(f"(python benchmarks/reruns.py, {result['date']}, {result['machine']}, commit "
+                f"{result['commit']}; wall clock of whole `python -m sweep` processes)")
+    return "\n".join(rows)
+
+
+def splice(path, text):
+    with open(path) as f:
+        s = f.read()
+    if BEGIN not in s:
+        return False
+    a, b = s.index(BEGIN) + len(BEGIN), s.index(END)
+    with open(path, "w") as f:
+        f.write(s[:a] + "\n" + text + "\n" + s[b:])
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    times, notes = measure(a.repeat)
+    result = {"date": datetime.date.today().isoformat(), "machine": machine_line(), "commit": commit(),
+              "cases": times, "notes": notes}
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(result, f, indent=1)
+    text = table(result)
+    print(text)
+    for doc in ("README.md", "BENCHMARKS.md"):
+        splice(os.path.join(ROOT, doc), text)
+
+
+if __name__ == "__main__":
+    main()
