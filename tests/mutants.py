@@ -116,6 +116,21 @@ REPRO_TESTS = [REPRO + "::test_resumed_cube_parameters_reproduce_its_results",
                "tests/e2e/test_reproduce_two_devices.py::test_two_device_time_response_cube_parameters_reproduce_its_results"]
 
 MUTANTS = [
+    # values as run-time inputs (sweep.engine.values) and hardpoint designs
+    Mutant("values_vehicle_not_structure", "vehicle data (read while tracing) left out of the program's key: "
+           "a changed wheelbase would reuse a stale program",
+           [("kernels/model.py", 'TRACED_TABLES = ("steering_joints", "travel_lock", "vehicle", "reference_bushings")',
+             'TRACED_TABLES = ("steering_joints", "travel_lock", "reference_bushings")')],
+           ["tests/sweep/engine/test_values.py::test_a_changed_structure_changes_the_key"]),
+    Mutant("hardpoint_right_side_not_moved", "a hardpoint offset moves the left side's point only",
+           [("sweep/model_builder.py", "            if side not in (\"both\", s):",
+             "            if side not in (\"both\", s) or s == \"right\":")],
+           ["tests/sweep/test_hardpoints.py"]),
+    Mutant("values_python_floats_folded", "a scalar value (K&C loaded radius, brake lock) compiled in: a "
+           "changed value recompiles",
+           [("sweep/engine/values.py", "    if isinstance(leaf, (float, np.floating)):\n        return True",
+             "    if isinstance(leaf, (float, np.floating)):\n        return False")],
+           ["tests/sweep/engine/test_values.py::test_lifted_tree_round_trips_and_keeps_integers_in_the_structure"]),
     # ------------------------------------------------------------ element laws, integrator
     Mutant("bushing_rot_stiffness_sign", "rotational bushing stiffness sign flipped (rx, ry, rz)",
            [("kernels/forces.py",

@@ -54,8 +54,11 @@ def test_a_changed_structure_changes_the_key(step_a):
     # fewer stored bushings: another output layout
     assert plan_and_runner(*TOY_STEP, "output.bushings=pivot_*")[1].key != ra.key
     # vehicle data read while tracing (anti-pitch metrics) are structure, not silently folded values
-    from kernels.model import TRACED_TABLES
-    assert "vehicle" in TRACED_TABLES
+    kc_a = plan_and_runner(*TOY_KC, "+model.vehicle={axle: rear, wheelbase: 2.7, cg_height: 0.55, "
+                           "front_brake_share: 0.7}")[1]
+    kc_b = plan_and_runner(*TOY_KC, "+model.vehicle={axle: rear, wheelbase: 2.9, cg_height: 0.55, "
+                           "front_brake_share: 0.7}")[1]
+    assert kc_a.key != kc_b.key
 
 
 def test_lifted_tree_round_trips_and_keeps_integers_in_the_structure():
