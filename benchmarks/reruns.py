@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -33,6 +32,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from suite_costs import machine_line  # noqa: E402
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "reruns.json")
 BEGIN, END = "<!-- bench:reruns:begin -->", "<!-- bench:reruns:end -->"
 Q = (-0.1370, 0.6900, -0.0880)       # the double wishbone's outer tie-rod point
@@ -106,16 +107,6 @@ def measure(repeat):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return times, notes
-
-
-def machine_line():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
 
 
 def commit():

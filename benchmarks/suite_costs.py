@@ -23,6 +23,17 @@ import time
 import xml.etree.ElementTree as ET
 
 
+
+def machine_line():
+    """'<CPU model name>, <n> cores' of this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
 def file_of(case):
     """The test file of a JUnit <testcase> (its classname is the dotted module path)."""
     f = case.get("file")
@@ -74,13 +85,7 @@ def main(argv=None):
 
     now = costs(args.xml)
     before = costs(args.against) if args.against else None
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    print(f"machine: {cpu}, {os.cpu_count()} cores")
+    print(f"machine: {machine_line()}")
     if args.speed:
         print(f"speed: {args.speed}")
     if args.probe:
