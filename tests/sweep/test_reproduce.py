@@ -24,7 +24,8 @@ the resumed job and both time-response replays share one compiled program,
 the K&C job and its replay another (in-memory, persistent compilation and
 trace caches: tests/conftest.py). The two-device cube, a ``python -m sweep``
 subprocess (this test process has one JAX CPU device), is an e2e test:
-tests/e2e/test_reproduce_two_devices.py.
+tests/e2e/test_reproduce_two_devices.py; the K&C cube runs in the slow
+tier (tests/sweep/test_reproduce_kc.py).
 """
 
 import numpy as np
@@ -126,19 +127,6 @@ def assert_reproduced(ds, variants, rep):
                     gap[i, j] = max(gap[i, j], float(np.nanmax(d)) / scale)
     low = np.tril_indices(len(variants), -1)
     assert gap[low].min() > 1e-4, f"variants {variants} hardly differ: {gap}"
-
-
-def test_kc_cube_parameters_reproduce_its_results(tmp_path):
-    """A K&C wheel-travel cube (the travel curves, every design-position
-    metric, the compliance matrix) of 7 variants in chunks of 4, the last
-    padded. Replayed: the first and last variant of each chunk."""
-    path = tmp_path / "kc.zarr"
-    s = run_in_process(*TOY, *KC, "sweep.n_variants=7", f"output.path={path}")
-    assert (s["kind"], s["chunk"], s["n_chunks"]) == ("kc", C, 2), s
-    ds = xr.load_dataset(path, engine="zarr")
-    assert {"compliance_matrix", "wheel_load", "converged"} <= set(ds.data_vars)
-    variants = [0, 3, 4, 6]
-    assert_reproduced(ds, variants, replay(ds, variants, [*TOY, *KC], tmp_path))
 
 
 class Killed(Exception):
