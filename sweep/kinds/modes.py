@@ -168,15 +168,16 @@ def chunk_runner(model, pset, lc, n_dev=1, lifted=False):
     ``Lifted(model).vector`` (:mod:`sweep.engine.values`); the nominal start
     is solved for the first row's model."""
     from sweep.engine.values import Lifted
-    lift, P = (Lifted(model) if lifted else None), len(pset)
+    lift, n_params = (Lifted(model) if lifted else None), len(pset)
 
     def run(rows):
-        mdl = model if lift is None else lift.rebuild(rows[0, P:])
+        mdl = model if lift is None else lift.rebuild(rows[0, n_params:])
         eq0 = kc.design_position(mdl, tol=lc["tol"], max_iter=lc["max_iter"])
         start = (jnp.where(eq0.converged, eq0.r, mdl.r_design), jnp.where(eq0.converged, eq0.fz, 0.0))
         if lift is None:
             return jax.lax.map(make_variant(model, pset, lc, start), rows)
-        return jax.lax.map(lambda row: make_variant(lift.rebuild(row[P:]), pset, lc, start)(row[:P]), rows)
+        return jax.lax.map(lambda row: make_variant(lift.rebuild(row[n_params:]), pset, lc, start)(row[:n_params]),
+                           rows)
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
         run = jax.shard_map(run, mesh=mapping.mesh(n_dev), in_specs=P("variant"), out_specs=P("variant"),

@@ -1,6 +1,6 @@
 """Trace cache (sweep/tracecache.py): a rerun of the same job loads the traced
-chunk runner instead of tracing it, with bitwise-equal results; the key
-changes with anything the runner closes over."""
+chunk runner instead of tracing it, with bitwise-equal results (the key
+holds the structure, not the values: tests/sweep/engine/test_values.py)."""
 import os
 import subprocess
 import sys
@@ -25,13 +25,13 @@ def _job(tmp_path, cache, *extra):
 def test_rerun_loads_the_traced_runner_with_equal_results(tmp_path):
     cache = tmp_path / "cache"
     first = _job(tmp_path, cache, f"output.path={tmp_path}/a.zarr")
-    assert "from the trace cache" not in first
+    assert "reused: the traced program" not in first
     programs = [n for n in os.listdir(cache / "axle-traces") if n.endswith(".jaxexport")]
     assert len(programs) == 1          # (beside it: the memoised start-up values, tracecache.memo)
     second = _job(tmp_path, cache, f"output.path={tmp_path}/b.zarr")
-    assert "traced program from the trace cache" in second, second
+    assert "reused: the traced program of an earlier run of this structure" in second, second
     plain = _job(tmp_path, cache, f"output.path={tmp_path}/c.zarr", "cache.enabled=false")
-    assert "from the trace cache" not in plain
+    assert "reused: the traced program" not in plain
     a, b, c = (xr.open_zarr(tmp_path / f"{n}.zarr") for n in "abc")
     for name in ("wheel_centre_displacement", "toe", "bushing_force"):
         np.testing.assert_array_equal(a[name].values, b[name].values)
@@ -40,5 +40,5 @@ def test_rerun_loads_the_traced_runner_with_equal_results(tmp_path):
     entry = cache / "axle-traces" / programs[0]
     entry.write_bytes(b"not a program")
     third = _job(tmp_path, cache, f"output.path={tmp_path}/d.zarr")
-    assert "from the trace cache" not in third
+    assert "reused: the traced program" not in third
     np.testing.assert_array_equal(a.toe.values, xr.open_zarr(tmp_path / "d.zarr").toe.values)
