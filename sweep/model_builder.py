@@ -506,6 +506,7 @@ def _checked(what, rb, n_fixed):
 def flexible_rows(flexible, markers):
     """The ``flexible_bodies`` table: every marker on a flexible body becomes
     an interface entry of the node it lies on."""
+    from sweep.flexible import FlexibleBodyError
     from sweep.flexible.tables import flexible_row, interface_entry
     rows = []
     for fi, (name, idx, rb, zeta) in enumerate(flexible):
