@@ -194,17 +194,24 @@ def _plan(cfg) -> Plan:
                 iterations_long_name="Newton iterations of the design position", case=lc)
 
 
+def run_inputs(model, lc):
+    """The tree whose values a lifted K&C runner reads at run time: the
+    model and the load case, its steps a :class:`kernels.kc.Steps` (the
+    marching order is structure)."""
+    return (model, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])})
+
+
 def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False):
     """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations),
     each of ``n_dev`` devices mapping its own slice (:func:`sweep.engine.mapping.map_variants`).
     ``lifted``: rows ``[theta | values]`` in place of thetas, ``values`` =
-    ``Lifted((model, lc)).vector`` - the model's values, the amplitudes,
+    ``Lifted(run_inputs(model, lc)).vector`` - the model's values, the amplitudes,
     loaded radius, brake-lock stiffness and ride load read at run time
     (:mod:`sweep.engine.values`)."""
     P = len(pset)
     if lifted:
         from sweep.engine.values import Lifted
-        lift = Lifted((model, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])}))
+        lift = Lifted(run_inputs(model, lc))
     else:
         lift = None
 
@@ -335,7 +342,7 @@ class KinematicsAndCompliance(JobKind):
                 f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
         from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
-        vals, structure, size = run_values(plan, lambda m: (m, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])}))
+        vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
         # keyed on structure: the values are the rows' tail (the brake-lock
         # rows follow from the nominal geometry and are part of the structure)
         key = fingerprint(NAME, plan.chunk, structure, lc["lock_index"], plan.n_dev)

@@ -135,7 +135,7 @@ def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solv
     sample. Whether a step must be split at a load event is decided here,
     on the host, so that a load case with its switches on the step grid
     compiles without the split (:func:`kernels.integrate.events_inside_steps`)."""
-    split = events_inside_steps(loads.event_times(exc), t0, h, (n_samples - 1) * every)
+    split = needs_split(exc, t0, h, n_samples, every)
     return _lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split)
 
 
@@ -143,11 +143,22 @@ def _lower_lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_ever
                      method="lsrt2"):
     """``lsrt2_run.lower(...)``: the same call lowered (``jax.jit``'s
     ``lower``), so that the benchmarks compile apart from the timed run."""
-    split = events_inside_steps(loads.event_times(exc), t0, h, (n_samples - 1) * every)
+    split = needs_split(exc, t0, h, n_samples, every)
     return _lsrt2_run.lower(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split)
 
 
 lsrt2_run.lower = _lower_lsrt2_run
+
+
+def needs_split(exc, t0, h, n_samples, every):
+    """Whether a load event of the concrete load case lies inside a step (a
+    structural choice, decided on the host: :func:`kernels.integrate.events_inside_steps`)."""
+    return events_inside_steps(loads.event_times(exc), t0, h, (n_samples - 1) * every)
+
+
+def run_inputs(model, exc):
+    """The tree whose values a lifted runner reads at run time (:mod:`sweep.engine.values`)."""
+    return (model, exc)
 
 
 @functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver", "method",
@@ -199,21 +210,21 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     ``lifted=True``: the model's and the load case's values are run-time
     inputs (:mod:`sweep.engine.values`): the function takes a row
     ``[theta | values]`` with ``values`` = ``Lifted((model, exc)).vector``
-    (what the runner's key is then built from: :func:`lifted_inputs`).
+    (:func:`run_inputs`; the runner's key holds its structure).
     Whether a step must be split at a load event is decided here, from the
     concrete load case, and is part of the structure. ``lifted =
     "equilibrium"``: only the equilibrium stage reads the values from the
     row; the integration stage folds them in (the generated backend)."""
     meth = METHODS[method] if isinstance(method, str) else method
     norm = error_norm(tolerance) if (tolerance is not None and meth.has_error_estimate) else None
-    split = events_inside_steps(loads.event_times(exc), t0, dt, (n_samples - 1) * every)
+    split = needs_split(exc, t0, dt, n_samples, every)
     n_params = len(pset)
 
     def folded(row):
         return pset.apply(model, row[:n_params]), exc
     if lifted:
         from sweep.engine.values import Lifted
-        lift = Lifted((model, exc))
+        lift = Lifted(run_inputs(model, exc))
 
         def inputs(row):
             theta, (m, e) = lift.split(row, n_params)
@@ -279,7 +290,7 @@ def _values_digest(model, exc):
     """sha256 of the values the generated integration folds in."""
     import hashlib
     from sweep.engine.values import Lifted
-    return hashlib.sha256(Lifted((model, exc)).vector.tobytes()).hexdigest()
+    return hashlib.sha256(Lifted(run_inputs(model, exc)).vector.tobytes()).hexdigest()
 
 
 def channel_shapes(model, bushing_idx, channels=None):
@@ -456,8 +467,8 @@ class TimeResponse(JobKind):
                 + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
         from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
-        vals, structure, size = run_values(plan, lambda m: (m, c.exc))
-        split = events_inside_steps(loads.event_times(c.exc), c.t0, c.dt, (c.n_samples - 1) * c.every)
+        vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
+        split = needs_split(c.exc, c.t0, c.dt, c.n_samples, c.every)
         # keyed on structure: the model's and load case's values are the rows' tail
         key = fingerprint(NAME, plan.chunk, channel_key(), structure, split, *args[3:])
         return Runner(make_chunk_runner(*args, lifted=True), np.zeros((plan.chunk, len(plan.pset) + size)),

@@ -182,8 +182,8 @@ class TuneProblem:
             self.pset = build_parameters(spec, self.model)
         except ModelError as err:      # the same schema as sweep.parameters, named as in this config
             raise ConfigError(str(err).replace("sweep.parameters.", "parameters.")) from None
-        for _, p in self.pset.hardpoints:
-            raise ConfigError(f"parameters.{p.name}: target hardpoint is a sweep variable (python -m sweep "
+        if self.pset.hardpoints:
+            raise ConfigError(f"parameters.{self.pset.hardpoints[0][1].name}: target hardpoint is a sweep variable (python -m sweep "
                               "... sweep.parameters), not yet a tuning variable: the model build it moves "
                               "is not differentiated")
         self.objectives = parse_objectives(OmegaConf.to_container(cfg.objectives, resolve=True)
