@@ -3,7 +3,7 @@
 No I/O, no Hydra. Every function here is jit/vmap/grad-safe; the only
 non-traced code is the build-time validation of model tables
 (:mod:`kernels.model`). Equation numbers refer to
-``shared/reference/method.md``.
+``docs/method.md``.
 
 Importing this package switches JAX to float64 (the system is stiff, see
 method.md section 1); precision is never changed silently elsewhere.

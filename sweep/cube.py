@@ -1,7 +1,7 @@
 """Result cubes: xarray datasets in zarr stores, with the project's public schema.
 
 Schema (checked by :mod:`sweep.cube_schema`, the same checks as
-shared/tools/check_cube.py): coords variant, time [s],
+the published cube checker): coords variant, time [s],
 side = [left, right], axis = [x, y, z], bushing (names), component =
 [fx, fy, fz, mx, my, mz]; variables wheel_centre_displacement (variant, time,
 side, axis) [m] relative to the static equilibrium, toe and camber (variant,

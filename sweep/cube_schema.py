@@ -1,8 +1,7 @@
 """The result cube's public schema, checked by the project itself.
 
-The same checks as ``../shared/tools/check_cube.py`` (the schema the cubes
-are published with), so that a user's clone without ``../shared`` can check
-a cube: used by the tests, ``python -m sweep.verify`` and the app.
+The same checks as the published cube checker (the schema the cubes are
+published with), so that every clone can check a cube itself: used by the tests, ``python -m sweep.verify`` and the app.
 
 Time-response cubes (``python -m sweep``): coordinates ``side`` = [left,
 right], ``axis`` = [x, y, z], ``component`` = [fx, fy, fz, mx, my, mz],
