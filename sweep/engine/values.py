@@ -187,6 +187,65 @@ class PerVariant:
         return np.stack([self.row(t) for t in np.asarray(thetas, np.float64)])
 
 
+# central-difference step of the geometry derivative [m] and its stencil
+# (fourth order: truncation ~ h^4 |f^(5)| ~ 1e-16 relative for geometry of
+# metre size, rounding ~ eps |f| / h ~ 1e-12)
+GEOMETRY_STEP = 1e-4
+_STENCIL = ((-2.0, 1.0 / 12.0), (-1.0, -8.0 / 12.0), (1.0, 8.0 / 12.0), (2.0, -1.0 / 12.0))
+
+
+def differentiable_values(per_variant: PerVariant, n_params: int):
+    """``values(theta)``: the model's lifted vector (V,) as a JAX function of
+    the parameter vector theta (n_params,), differentiable with respect to
+    its hardpoint columns - what makes hardpoints tuning variables.
+
+    The model build that moves a hardpoint (body frames, rod inertias,
+    marker and element frames, reference lengths, design position) is host
+    code, a closed-form function of the points; it is reached through
+    ``jax.pure_callback`` and given a ``jax.custom_jvp`` whose tangent is
+    ``dV/dtheta @ dtheta`` with dV/dtheta from fourth-order central
+    differences of the build (4 builds per hardpoint column,
+    :data:`GEOMETRY_STEP`). Everything downstream of the values (statics,
+    K&C, the time response) is differentiated exactly by JAX, so a gradient
+    with respect to hardpoint offsets and element rates comes in one pass;
+    the non-hardpoint columns' entries of dV/dtheta are 0 (those parameters
+    act on the model through :meth:`sweep.params.ParameterSet.apply`).
+    jit-, vmap- (sequential callbacks) and grad-safe; not exportable (a host
+    callback), so a program using it is never trace-cached."""
+    import jax.numpy as jnp
+    cols = [i for i, _ in per_variant.pset.hardpoints]
+    size = per_variant.template.size
+
+    def host_values(theta):
+        return np.asarray(per_variant.row(np.asarray(theta, np.float64)), np.float64)
+
+    def host_jacobian(theta):
+        theta = np.asarray(theta, np.float64)
+        jac = np.zeros((size, n_params))
+        for i in cols:
+            for k, w in _STENCIL:
+                t = theta.copy()
+                t[i] += k * GEOMETRY_STEP
+                jac[:, i] += w * per_variant.row(t)
+            jac[:, i] /= GEOMETRY_STEP
+        return jac
+
+    out_v = jax.ShapeDtypeStruct((size,), jnp.float64)
+    out_j = jax.ShapeDtypeStruct((size, n_params), jnp.float64)
+
+    @jax.custom_jvp
+    def values(theta):
+        return jax.pure_callback(host_values, out_v, theta, vmap_method="sequential")
+
+    @values.defjvp
+    def _values_jvp(primals, tangents):
+        (theta,), (dtheta,) = primals, tangents
+        jac = jax.pure_callback(host_jacobian, out_j, theta, vmap_method="sequential")
+        return values(theta), jac @ dtheta
+
+    return values
+
+
 def _same(a, b):
     if isinstance(a, (np.ndarray, jax.Array)) or isinstance(b, (np.ndarray, jax.Array)):
         a, b = np.asarray(a), np.asarray(b)
@@ -213,4 +272,4 @@ def parameter_structure(pset):
     return tuple((p.field, tuple(np.asarray(i).tolist() for i in p.index), p.mode) for p in pset.params)
 
 
-__all__ = ["Lifted", "Slot", "PerVariant", "rows", "run_values", "parameter_structure"]
+__all__ = ["Lifted", "Slot", "PerVariant", "differentiable_values", "rows", "run_values", "parameter_structure"]

@@ -182,10 +182,15 @@ class TuneProblem:
             self.pset = build_parameters(spec, self.model)
         except ModelError as err:      # the same schema as sweep.parameters, named as in this config
             raise ConfigError(str(err).replace("sweep.parameters.", "parameters.")) from None
+        self.geometry = None
         if self.pset.hardpoints:
-            raise ConfigError(f"parameters.{self.pset.hardpoints[0][1].name}: target hardpoint is a sweep variable (python -m sweep "
-                              "... sweep.parameters), not yet a tuning variable: the model build it moves "
-                              "is not differentiated")
+            # hardpoints move the model build (host code): the model's values
+            # as a differentiable function of theta (geometry derivative by
+            # central differences of the build, the rest exact)
+            from sweep.engine.values import Lifted, PerVariant, differentiable_values
+            self.lifted = Lifted(self.model)
+            self.geometry = differentiable_values(PerVariant(cfg.model, self.pset, lambda m: m, self.lifted),
+                                                  len(self.pset))
         self.objectives = parse_objectives(OmegaConf.to_container(cfg.objectives, resolve=True)
                                            if cfg.get("objectives") else {})
         self.constraints = parse_constraints(OmegaConf.to_container(cfg.constraints, resolve=True)
@@ -229,7 +234,8 @@ class TuneProblem:
 
     def z_of(self, theta):
         theta = np.asarray(theta, float)
-        x = np.where(self.is_log, np.log(theta), theta)
+        with np.errstate(divide="ignore", invalid="ignore"):     # log of linear parameters' values unused
+            x = np.where(self.is_log, np.log(theta), theta)
         w = np.clip((x - self.lo) / (self.hi - self.lo), 1e-9, 1 - 1e-9)
         return np.log(w) - np.log1p(-w)
 
@@ -308,7 +314,8 @@ class TuneProblem:
     def responses(self, theta):
         """{objective / constraint name: value in its units}, and an ok flag
         (equilibria converged)."""
-        model = self.pset.apply(self.model, theta)
+        base = self.model if self.geometry is None else self.lifted.rebuild(self.geometry(theta))
+        model = self.pset.apply(base, theta)
         vals, ok = {}, jnp.asarray(True)
         if self.needs_kc:
             mk = kc.lock_brakes(model, self.brake_lock, self.lock_index)
@@ -486,6 +493,8 @@ class TuneProblem:
         trace cache of the optimisation step; not the data (:meth:`data`:
         targets, weights, bounds, multipliers are inputs)."""
         from sweep.tracecache import fingerprint
+        if self.geometry is not None:     # a host callback (the model build) is not exportable
+            return None
         rows = [[o["metric"], o["side"], o["kind"], o["compliance"]] for o in self.rows]
         return fingerprint(self.signature(), self.model, self.pset, rows, self.tr, self.loaded_radius,
                            self.brake_lock, self.tol, self.lock_index, self.lo, self.hi, self.is_log)

@@ -29,8 +29,8 @@ def tune_cfg(*over):
     ("+objectives.toe_braking.side=both", "objectives.toe_braking.side = 'both' is not one of left, right, mean"),
     ("objectives.toe_braking.target=0.0", "objectives.toe_braking.scale = None: needs a positive normalisation"),
     ("+optimizer.start.spring=1.0", "optimizer.start.spring: not a tuned parameter"),
-    ("+parameters.tie_rod_z={target: hardpoint, points: [Q], axis: z, bounds: [-0.01, 0.01]}",
-     "parameters.tie_rod_z: target hardpoint is a sweep variable"),
+    ("+parameters.tie_rod_z={target: hardpoint, points: [QQ], axis: z, bounds: [-0.01, 0.01]}",
+     "parameters.tie_rod_z.points: 'QQ' matches no hardpoint of model 'double_wishbone'"),
     ("optimizer.name=sgd", "optimizer.name = 'sgd' is not one of adam, lbfgs"),
     ("parameters.upper_arm_radial.bounds=[2.0,0.5]", "parameters.upper_arm_radial.bounds = [2.0, 0.5] are reversed"),
     # constraints
