@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/event_orders.py                 # double wishbone, lsrt2 + ros34pw2
     .venv/bin/python benchmarks/event_orders.py --axle toy_trailing_arm --methods lsrt2 ros34pw2 linear_implicit_euler
-    .venv/bin/python benchmarks/event_orders.py --nmse --axle multilink   # the README's NMSE table row, h = 1 ms
+    .venv/bin/python benchmarks/event_orders.py --nmse --axle multilink   # the NMSE table row of docs/validation.md, h = 1 ms
 
 The longitudinal step of method.md section 3 (5 kN vertical per wheel
 centre, a -2.5 kN longitudinal step) switched at 5.0 s (on the grid of every
@@ -14,8 +14,8 @@ Prints one table row per method and step time: the three errors and the
 ratios per halving of h (an order-p method: about 2^p).
 
 ``--nmse``: instead, the NMSE of method.md section 3 of each method at
-h = 1 ms against Radau (rtol 1e-8, the README table's reference) over
-4.9-6.0 s for the step at 5.0 s, both signals of the README table
+h = 1 ms against Radau (rtol 1e-8, the reference of docs/validation.md's table) over
+4.9-6.0 s for the step at 5.0 s, both signals of that table
 (wheel-centre displacement, reference-bushing force; both sides pooled:
 ``sweep.cube.pooled_signals``, ``kernels.metrics.nmse``).
 """
@@ -37,7 +37,7 @@ def main(argv=None):
     ap.add_argument("--axle", default="double_wishbone")
     ap.add_argument("--methods", nargs="+", default=["lsrt2", "ros34pw2"])
     ap.add_argument("--steps", nargs="+", type=float, default=[5.0, 5.0003])
-    ap.add_argument("--nmse", action="store_true", help="the README's NMSE at h = 1 ms instead")
+    ap.add_argument("--nmse", action="store_true", help="the NMSE at h = 1 ms of docs/validation.md's table instead")
     args = ap.parse_args(argv)
     if args.nmse:
         return nmse_table(args.axle, args.methods)

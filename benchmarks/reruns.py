@@ -17,8 +17,9 @@ Cases (double wishbone; the longitudinal step and K&C wheel travel):
 
 Writes benchmarks/results/reruns.json (median, min, max of each case, the
 machine, the commit) and rewrites the table between the
-``<!-- bench:reruns:... -->`` markers of README.md and BENCHMARKS.md
-(checked against the JSON by tests/test_recorded_figures.py).
+``<!-- bench:reruns:... -->`` markers of docs/performance.md and
+BENCHMARKS.md (benchmarks/tables.py, block ``reruns``; checked against the
+JSON by tests/test_recorded_figures.py).
 """
 import argparse
 import datetime
@@ -118,7 +119,8 @@ def commit():
 
 
 def table(result):
-    """The markdown table of a results JSON (what README and BENCHMARKS show)."""
+    """The markdown table of a results JSON (what docs/performance.md and
+    BENCHMARKS.md show; benchmarks/tables.py renders it)."""
     rows = ["| case | median [s] | min - max [s] | runs |", "|---|---|---|---|"]
     for key, label in LABELS.items():
         ts = result["cases"].get(key)
@@ -128,17 +130,6 @@ def table(result):
     rows.append(f"(python benchmarks/reruns.py, {result['date']}, {result['machine']}, commit "
                 f"{result['commit']}; wall clock of whole `python -m sweep` processes)")
     return "\n".join(rows)
-
-
-def splice(path, text):
-    with open(path) as f:
-        s = f.read()
-    if BEGIN not in s:
-        return False
-    a, b = s.index(BEGIN) + len(BEGIN), s.index(END)
-    with open(path, "w") as f:
-        f.write(s[:a] + "\n" + text + "\n" + s[b:])
-    return True
 
 
 def main():
@@ -151,10 +142,10 @@ def main():
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump(result, f, indent=1)
-    text = table(result)
-    print(text)
-    for doc in ("README.md", "BENCHMARKS.md"):
-        splice(os.path.join(ROOT, doc), text)
+    print(table(result))
+    from tables import write as write_doc_tables   # benchmarks/tables.py
+    for doc in write_doc_tables(["reruns"]):
+        print(f"rewritten: {doc}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ every step unless stated:
   the speed options: re-linearise every 2 / 4 / 8 steps, float32.
 
 Writes benchmarks/results/suite.json and rewrites the generated part of
-BENCHMARKS.md and the figures table of README.md (between the
-``<!-- bench:... -->`` markers).
+BENCHMARKS.md and the figures table of docs/performance.md (between the
+``<!-- bench:... -->`` markers; the latter rendered by benchmarks/tables.py,
+block ``figures``).
 """
 import argparse
 import dataclasses
@@ -408,26 +409,6 @@ def tables(res):
     return "\n".join(L)
 
 
-def readme_table(res):
-    L = ["| figure | double wishbone | multi-link |", "|---|---|---|"]
-    A = res["axles"]
-
-    def get(name, f):
-        return f(A[name]) if name in A else "-"
-    L.append("| single-variant real-time factor (block) | " + " | ".join(
-        get(n, lambda a: f"{next(s for s in a['single'] if s['solver'] == 'block')['real_time_factor']:.3f}")
-        for n in MODELS) + " |")
-    for B in sorted({t["batch"] for a in A.values() for t in a["throughput"]}):
-        L.append(f"| variant-steps/s, batch {B} (block) | " + " | ".join(
-            get(n, lambda a: f"{next((t['variant_steps_per_s'] for t in a['throughput'] if t['solver'] == 'block' and t['batch'] == B), float('nan')):.0f}")
-            for n in MODELS) + " |")
-    for B in sorted({t["batch"] for a in A.values() for t in a.get("throughput_engine", [])}):
-        L.append(f"| variant-steps/s, batch {B} (as a default job maps it) | " + " | ".join(
-            get(n, lambda a: f"{next((t['variant_steps_per_s'] for t in a.get('throughput_engine', []) if t['batch'] == B), float('nan')):.0f}")
-            for n in MODELS) + " |")
-    return "\n".join(L)
-
-
 def throughput_figure(res, path):
     """Variant-steps/s against batch, both axles: one vmap on one device
     (block and dense solver: the issue-16 *before*) and the engine's default
@@ -559,7 +540,9 @@ def write_results(res, out, args):
         throughput_figure(res, os.path.join(os.path.dirname(out), "throughput.png"))
     if not args.no_write_docs:
         splice(os.path.join(ROOT, "BENCHMARKS.md"), "suite", text)
-        splice(os.path.join(ROOT, "README.md"), "figures", readme_table(res) + f"\n\n({res['command']}, {res['date']}; details in BENCHMARKS.md)")
+        if os.path.basename(out) == "suite.json":     # the figures table renders suite.json
+            from tables import write as write_doc_tables   # benchmarks/tables.py
+            write_doc_tables(["figures"])
     print(f"written: {out}")
 
 

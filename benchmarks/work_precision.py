@@ -29,10 +29,10 @@ reference bushings (the direction the load case drives), NMSE over its
   (``kernels.radau.solve``, rtol 1e-8, as the suite and the tests),
   ``NMSE = mean((y - y_ref)^2) / mean(y_ref)^2`` over the load case's
   ``nmse_window`` (4.9 s <= t <= 6.0 s), both sides pooled, for the two
-  signals of the README table: the longitudinal wheel-centre displacement
+  signals of the NMSE table of docs/validation.md: the longitudinal wheel-centre displacement
   and the longitudinal force in the reference bushings
   (``sweep.cube.pooled_signals`` + ``kernels.metrics.nmse``, the functions
-  behind the README table), sampled at every step of the method;
+  behind that table), sampled at every step of the method;
 * work: wall time of the run alone (compile excluded, best of ``--repeat``
   runs of the same compiled executable) per simulated second, and per step.
 
