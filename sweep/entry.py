@@ -185,3 +185,17 @@ def tune_cli():
     xla_flags_from_env()
     from sweep.tune import main
     hydra_app(lambda cfg: main(cfg, progress=bool(cfg.get("progress", True))), "tune")()
+
+
+def verify_cli():
+    """``axle-verify`` (console script of ``python -m sweep.verify``): the
+    same command line, except that ``--help`` / ``-h`` prints the usage and
+    the description on stdout and exits 0, as the other console scripts do
+    (``python -m sweep.verify --help`` keeps its usage exit code 2)."""
+    from sweep import verify
+    argv = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: axle-verify PATH.zarr [PATH.zarr ...]   (python -m sweep.verify)\n")
+        print(verify.__doc__.strip())
+        return 0
+    return verify.main(argv)
