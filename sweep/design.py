@@ -3,10 +3,21 @@
 ``sweep.design``: nominal (one variant at the nominal values), grid (full
 factorial, ``levels`` per parameter), lhs (Latin hypercube), sobol
 (scrambled Sobol' sequence), random (uniform), table (explicit CSV with one
-column per parameter). All sampling happens in the unit cube and is mapped
-through each parameter's scale (linear or log), so a log-scaled parameter is
-sampled uniformly in its logarithm. Every design is deterministic for a
-given config (``seed``).
+column per parameter), saltelli (Saltelli's scheme for Sobol' sensitivity
+indices, :func:`saltelli_size`). All sampling happens in the unit cube and is
+mapped through each parameter's scale (linear or log), so a log-scaled
+parameter is sampled uniformly in its logarithm. Every design is
+deterministic for a given config (``seed``).
+
+saltelli: ``sweep.n_base`` = N base samples (a power of 2) of a scrambled
+Sobol' sequence in 2D dimensions (SALib.sample.sobol), in Saltelli's order:
+per base sample a block of the rows A, AB_1..AB_D, [BA_1..BA_D,] B - N(2D+2)
+variants with ``sweep.calc_second_order: true`` (the default), N(D+2) without.
+``sweep.n_variants`` is not used (the size follows from N and D). The cube
+records the config (``design``, ``n_base``, ``calc_second_order``, ``seed``
+in its ``config`` attribute) and the parameter order (``parameters``):
+:func:`sweep.sensitivity.sobol_indices` reads them back, and needs the
+variants in this order.
 """
 from __future__ import annotations
 
@@ -16,9 +27,9 @@ import itertools
 import numpy as np
 
 
-from sweep.schema import ConfigError, Int, fmt
+from sweep.schema import Bool, ConfigError, Int, fmt
 
-DESIGNS = ("nominal", "grid", "lhs", "sobol", "random", "table")
+DESIGNS = ("nominal", "grid", "lhs", "sobol", "random", "table", "saltelli")
 
 
 def make_design(cfg, params) -> np.ndarray:
@@ -34,6 +45,15 @@ def make_design(cfg, params) -> np.ndarray:
         raise ConfigError(f"sweep.parameters: design {kind!r} needs at least one parameter")
     if kind == "table":
         return _table(cfg.get("table"), params)
+    if kind == "saltelli":
+        n, second = saltelli_settings(cfg)
+        import importlib.metadata
+
+        from sweep import tracecache
+        Z = tracecache.memo("design", (kind, k, n, second, seed, importlib.metadata.version("SALib"),
+                                       importlib.metadata.version("scipy")),
+                            lambda: _saltelli_unit(k, n, second, seed))
+        return params.from_unit(Z)
     if kind == "grid":
         levels = cfg.get("levels", 3)
         levels = [Int().check(levels, "sweep.levels")] * k if np.isscalar(levels) else \
@@ -72,6 +92,34 @@ def _qmc_unit(kind, k, n, seed):
     if kind == "lhs":
         return qmc.LatinHypercube(d=k, seed=seed).random(n)
     return qmc.Sobol(d=k, scramble=True, seed=seed).random(n)
+
+
+def saltelli_settings(cfg):
+    """(N, calc_second_order) of a saltelli design config: ``sweep.n_base``
+    (a power of 2) and ``sweep.calc_second_order`` (default true)."""
+    n = cfg.get("n_base")
+    if n is None:
+        raise ConfigError("sweep.n_base is missing: the saltelli design needs the number of base samples N "
+                          "(a power of 2, e.g. sweep.n_base=64; N(2D+2) variants)")
+    n = Int().check(n, "sweep.n_base")
+    if n < 2 or n & (n - 1):
+        raise ConfigError(f"sweep.n_base = {n!r} must be a power of 2 (>= 2): Saltelli's scheme on a Sobol' "
+                          f"sequence, e.g. {max(2, 1 << max(1, int(n).bit_length() - 1))}")
+    second = Bool().check(cfg.get("calc_second_order", True), "sweep.calc_second_order")
+    return n, second
+
+
+def saltelli_size(n_base, n_params, calc_second_order=True):
+    """Number of variants of a saltelli design: N(2D+2), or N(D+2) without
+    the second-order indices."""
+    return n_base * ((2 * n_params + 2) if calc_second_order else (n_params + 2))
+
+
+def _saltelli_unit(k, n, second, seed):
+    """(saltelli_size(n, k, second), k) points of SALib's Saltelli sample in [0, 1)."""
+    from SALib.sample import sobol
+    problem = {"num_vars": k, "names": [f"x{i}" for i in range(k)], "bounds": [[0.0, 1.0]] * k}
+    return np.asarray(sobol.sample(problem, n, calc_second_order=second, scramble=True, seed=seed), float)
 
 
 def _table(path, params):

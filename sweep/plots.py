@@ -738,3 +738,57 @@ def kc_sheet(ds, path, max_variants=12):
                title=f"{sense}; vehicle frame x forward, y left, z up; toe + = toe-in, camber + = top out "
                      "(DIN 70000); curves from the design position", title_fontsize=7.5)
     return save_png(fig, path, dpi=150)
+
+
+def sobol_figure(si, path=None, dpi=120):
+    """Bar chart of Sobol' indices (:func:`sweep.sensitivity.sobol_indices`):
+    one panel per output, per parameter the first-order index S1 and the
+    total index ST side by side with their confidence intervals as error
+    bars (``S1_conf``, ``ST_conf``). An output without indices (the same in
+    every variant) says so in its panel. Returns the figure; ``path``: also
+    written there as a PNG."""
+    outputs = [str(o) for o in si["output"].values]
+    params = [str(p) for p in si["parameter"].values]
+    n = len(outputs)
+    ncol = min(n, 3)
+    nrow = -(-n // ncol)
+    fig = Figure(figsize=(max(4.2, 0.55 * len(params) + 1.8) * ncol, 3.3 * nrow + 0.5), layout="constrained")
+    axes = fig.subplots(nrow, ncol, squeeze=False, sharey=True)
+    x = np.arange(len(params))
+    w = 0.38
+    units = si["units"].values if "units" in si.coords else [""] * n
+    for k, out in enumerate(outputs):
+        ax = axes.flat[k]
+        s1, st = si["S1"].values[k], si["ST"].values[k]
+        c1, ct = si["S1_conf"].values[k], si["ST_conf"].values[k]
+        ax.axhline(0.0, color="0.5", lw=0.6)
+        ax.bar(x - w / 2, s1, w, yerr=c1, capsize=3, color="C0", label="S1 (first order)",
+               error_kw={"lw": 0.9})
+        ax.bar(x + w / 2, st, w, yerr=ct, capsize=3, color="C1", label="ST (total)", error_kw={"lw": 0.9})
+        title = out + (f" [{units[k]}]" if str(units[k]) else "")
+        if np.all(np.isnan(s1)):
+            ax.text(0.5, 0.5, "no indices: the output is the\nsame in every variant", ha="center",
+                    va="center", transform=ax.transAxes, fontsize=8, color="0.4")
+        else:
+            title += f"\nsum S1 = {np.nansum(s1):.2f}"
+        if "n_failed" in si and int(si["n_failed"].values[k]):
+            title += f"; {int(si['n_failed'].values[k])} failed ({si.attrs.get('fill', '')})"
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks(x, params, rotation=30 if len(params) > 3 else 0, ha="right" if len(params) > 3 else "center",
+                      fontsize=8)
+        ax.grid(True, axis="y", lw=0.3, color="0.85")
+        if k % ncol == 0:
+            ax.set_ylabel("Sobol' index")
+    for ax in axes.flat[n:]:
+        ax.set_axis_off()
+    lo = np.nanmin([0.0, *np.ravel(si["S1"].values - si["S1_conf"].values)])
+    hi = np.nanmax([1.0, *np.ravel(si["ST"].values + si["ST_conf"].values)])
+    axes.flat[0].set_ylim(max(lo, -0.5) - 0.05, min(hi, 1.5) + 0.05)
+    axes.flat[0].legend(fontsize=7.5, loc="upper right")
+    a = si.attrs
+    fig.suptitle(f"Sobol' indices{' - ' + a['model'] if a.get('model') else ''}: Saltelli design, "
+                 f"N = {a.get('n_base', '?')}, {a.get('n_variants', '?')} variants; error bars: "
+                 f"{float(a.get('conf_level', 0.95)):.0%} confidence (bootstrap)", fontsize=10)
+    if path is not None:
+        save_png(fig, path, dpi=dpi)
+    return fig
