@@ -232,6 +232,12 @@ def interface_element(topo, group, sig):
         # dx~_s / dX: coordinates columns (pose; speeds through P(Y)), speed columns (0; P)
         dx = jnp.concatenate([jnp.concatenate([d_pose, jnp.zeros_like(d_pose)], -1),
                               jnp.concatenate([d_speed, P], -1)], 1)    # (2, 12, nB, 12)
+        # a fusion barrier: XLA's CPU compiler (jaxlib 0.10) fused the element
+        # Jacobian into the chain-rule products below wrongly when this
+        # function is vmapped over variants (dG off by ~1e9 on the twist
+        # beam, every variant's static equilibrium failed);
+        # tests/kernels/test_flexible.py compares batched and single here
+        d11, d12, d21, d22, dx = jax.lax.optimization_barrier((d11, d12, d21, d22, dx))
         dg = jnp.stack([jnp.einsum("ij,jbk->ibk", d11, dx[0]) + jnp.einsum("ij,jbk->ibk", d12, dx[1]),
                         jnp.einsum("ij,jbk->ibk", d21, dx[0]) + jnp.einsum("ij,jbk->ibk", d22, dx[1])])
         dG = jnp.einsum("siaj,sibk->ajbk", P, dg)

@@ -71,6 +71,7 @@ constraint), not finite differences.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -353,6 +354,52 @@ def p2p_lengths(model, r):
     p1 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 0]], model.pp_pos1)
     p2 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 1]], model.pp_pos2)
     return jnp.linalg.norm(p2 - p1, axis=1)
+
+
+# --------------------------------------------------------------------------- plausibility of a static state
+
+class StaticLimits(NamedTuple):
+    """How far a converged static state may lie from the design before it is
+    implausible (a spring that cannot hold the load, a wrong preload or
+    sign): wheel-centre offset [m], toe or camber change [rad], stop
+    penetration [m] (None: a stop engaged at rest is allowed)."""
+    wheel_centre_offset: float = 0.1
+    alignment_change: float = math.radians(10.0)
+    stop_penetration: Optional[float] = 1e-4
+
+
+def static_state_measures(model, r):
+    """How a static state r (m, 6) differs from the design geometry:
+    wheel-centre offset (2,) [m], |toe change| (2,) and |camber change| (2,)
+    [rad], and the largest stop penetration () [m] (> 0: a stop engaged; 0
+    without stops)."""
+    slots = model.topology.wheel_slots
+    offset = jnp.linalg.norm(r[slots, :3] - model.r_design[slots, :3], axis=1)
+    toe, camber = metrics.toe_camber(model, r)
+    toe0, camber0 = metrics.toe_camber(model, model.r_design)
+    esign = model.pp_engage_sign
+    if esign.shape[0] == 0:
+        pen = jnp.zeros((), r.dtype)
+    else:
+        L = p2p_lengths(model, r)
+        pen = jnp.max(jnp.where(esign != 0, esign * (model.pp_engage - L), -jnp.inf))
+        pen = jnp.maximum(pen, 0.0)
+    return offset, jnp.abs(toe - toe0), jnp.abs(camber - camber0), pen
+
+
+def static_state_plausible(model, r, limits: StaticLimits, held=False):
+    """Whether the static state r is plausible (() bool): wheel centres
+    within ``limits.wheel_centre_offset`` of the design (not checked when
+    ``held``: the K&C rig holds them at design height), toe and camber
+    within ``limits.alignment_change`` of the design geometry's, and no
+    stop engaged beyond ``limits.stop_penetration``."""
+    offset, dtoe, dcamber, pen = static_state_measures(model, r)
+    ok = jnp.all(dtoe <= limits.alignment_change) & jnp.all(dcamber <= limits.alignment_change)
+    if not held:
+        ok = ok & jnp.all(offset <= limits.wheel_centre_offset)
+    if limits.stop_penetration is not None:
+        ok = ok & (pen <= limits.stop_penetration)
+    return ok
 
 
 def p2p_of_kind(model, kind):

@@ -75,10 +75,54 @@ def _design_state(model):
 def design_alignment(cfg):
     """(wheel load [N], toe [deg], camber [deg]) per side (2,) at the design
     position of the model config ``cfg`` (a plain dict)."""
-    fz, toe, camber, ok = _design_state(build_model(build_tables(cfg)))
+    model = build_model(build_tables(cfg))
+    fz, toe, camber, ok = _design_state(model)
     if not bool(ok):
-        raise ModelError("the design position did not converge")
+        from sweep import diagnose
+        found = diagnose.unrestrained(model)
+        why = ("; held by no element at the design geometry: " + "; ".join(diagnose.explain_unrestrained(found))
+               + " (give the elements there a rate in those directions)") if found else ""
+        raise ModelError("the design position did not converge" + why)
     return np.asarray(fz), np.asarray(toe), np.asarray(camber)
+
+
+# an alignment adjustment beyond these is not a shim but a sign of a wrong
+# model (a rate in N/mm where N/m is meant, a spring far too soft)
+MAX_SHIM = 0.02            # m: tie-rod length / camber shim change
+
+
+def design_length(cfg, p2p_name):
+    """Length [m] of the left per-side P2P element ``p2p_name`` at the design geometry."""
+    tables = build_tables(cfg)
+    pos = {mk["index"]: np.asarray(mk["position"], float) for mk in tables["markers"]}
+    row = next(r for r in tables["p2p"] if r["name"] in (p2p_name + "_left", p2p_name))
+    return float(np.linalg.norm(pos[row["marker_2"]] - pos[row["marker_1"]]))
+
+
+def check_proposal(cfg, x):
+    """Refuse an alignment whose adjustments are absurd: a spring seat offset
+    longer than the spring itself (the spring cannot carry the design wheel
+    load at a plausible preload) or a toe / camber shim beyond
+    :data:`MAX_SHIM`; the message names the element, the value and the
+    likely cause."""
+    a = _spec(cfg)
+    for (_, key), value in zip(_unknowns(a), x):
+        name = a[key]
+        if key == "seat_offset_of":
+            length = design_length(cfg, name)
+            if abs(value) > length:
+                k = (cfg["per_side"]["p2p"][name].get("stiffness"))
+                rate = f" (stiffness {k} N/m)" if k is not None else ""
+                raise ModelError(
+                    f"model.per_side.p2p.{name}: the alignment needs a seat offset of {value:.3f} m to carry the "
+                    f"design wheel load of {a['wheel_load']} N, longer than the spring itself ({length:.3f} m at "
+                    f"the design geometry): the spring{rate} is far too soft for the load - a rate in N/mm "
+                    "where N/m is meant, or the wrong spring?")
+        elif abs(value) > MAX_SHIM:
+            raise ModelError(
+                f"model.per_side.bushings.{name}.adjust.distance: the alignment needs {value * 1000:.1f} mm "
+                f"to reach the {key[:-3]} target, more than a shim ({MAX_SHIM * 1000:.0f} mm): check the "
+                f"alignment targets (deg) and the {key[:-3]} adjustment's direction")
 
 
 def _spec(cfg):
@@ -264,6 +308,7 @@ def main(argv=None) -> int:
             print(f"ride height of {cfg.get('name')}: design wheel load {a['wheel_load']} N "
                   "(no toe / camber adjustment)")
         x, res = align(cfg)
+        check_proposal(cfg, x)
     except ModelError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -52,6 +52,11 @@ def main(cfg: DictConfig, progress=None) -> int:
     all_failed = bool(np.any(codes != status.NOT_RUN)) and not np.isin(codes, status.VALUES_KEPT).any()
     summary = {**summary, "all_failed": all_failed}
     kind.report(ds, cfg, summary)   # summary, checks and pictures of the job kind
+    if np.any(codes == status.EQUILIBRIUM_FAILED):
+        kind.diagnose(ds, cfg, log)  # why, where the model can tell
+    if np.any(codes == status.IMPLAUSIBLE):
+        from sweep.kinds.base import explain_implausible
+        explain_implausible(kind, ds, cfg, log)
     if all_failed:
         log.error(f"error: every variant failed ({status.counts(codes, kind.status or None)}): "
                   f"no usable result in {os.path.abspath(summary['path'])} (its status says why per variant)")

@@ -359,7 +359,7 @@ def _sweep_figure(ds, n_samples=5, before=0.05, after=0.5):
 
 DEG = 180.0 / np.pi
 A4_LANDSCAPE = (11.69, 8.27)              # inches
-KC_GOOD = (0, 4)     # sweep.status OK, LOAD_STEP_FAILED: metrics valid (some load steps NaN)
+KC_GOOD = (0, 4, 5)  # sweep.status OK, LOAD_STEP_FAILED, IMPLAUSIBLE: metrics valid (some load steps NaN)
 # step axis of each analysis: (label, sign convention)
 KC_STEP_LABEL = {
     "wheel_travel": ("wheel travel", "bump > 0"),

@@ -235,6 +235,7 @@ SWEEP = Map({
     "micro_batch": Either(Literal("auto"), Literal(None), Int(ge=0),
                           reason="must be an integer >= 0 (0: off) or auto"),
     "progress": Bool(), "verify": Bool(), "table": Str(),
+    "n_base": Int(ge=1), "calc_second_order": Bool(),
     "levels": Either(Int(ge=1), List(Int(ge=1), min_length=1),
                      reason="must be an integer >= 1 or one per parameter"),
 }, strict=True)
@@ -246,10 +247,15 @@ OUTPUT = Map({
 CACHE = Map({"enabled": Bool(), "dir": Optional(Str())}, strict=True)
 
 
+# plausibility limits of every variant's static state (kernels.kc.StaticLimits)
+CHECKS = Map({"wheel_centre_offset": Float(gt=0, unit="m"), "alignment_change_deg": Float(gt=0, unit="deg"),
+              "allow_stop_at_rest": Bool()}, strict=True)
+
+
 def job_schema(loadcase):
     """The job config's table with the job kind's load-case table."""
     return Map({"integrator": INTEGRATOR, "loadcase": loadcase, "sweep": SWEEP, "output": OUTPUT,
-                "cache": CACHE})
+                "cache": CACHE, "checks": CHECKS})
 
 OBJECTIVE = {"metric": Str(), "target": Float(), "weight": Float(ge=0), "scale": Optional(Float(gt=0)),
              "side": Str()}

@@ -17,6 +17,7 @@ EQUILIBRIUM_FAILED = 1
 NON_FINITE = 2
 INACCURATE = 3
 LOAD_STEP_FAILED = 4
+IMPLAUSIBLE = 5
 
 # code -> (flag name, what it means for the values)
 TABLE = {
@@ -28,10 +29,14 @@ TABLE = {
     INACCURATE: ("inaccurate", "the integrator's error estimate exceeded its tolerance; values kept"),
     LOAD_STEP_FAILED: ("load_step_failed",
                        "a K&C load step did not converge; that step's values NaN, the rest kept"),
+    IMPLAUSIBLE: ("implausible_static_state",
+                  "the static state converged far from the design (wheel centre, toe or camber beyond the "
+                  "job's `checks` limits, or a stop engaged at rest): a spring that cannot hold the load, a "
+                  "wrong preload or unit; values kept"),
 }
 MEANINGS = {code: name for code, (name, _) in TABLE.items()}
 # codes whose values are kept (usable with care): the rest carry NaN
-VALUES_KEPT = (OK, INACCURATE, LOAD_STEP_FAILED)
+VALUES_KEPT = (OK, INACCURATE, LOAD_STEP_FAILED, IMPLAUSIBLE)
 
 
 def attrs() -> dict:

@@ -294,6 +294,8 @@ def _tier_of(item):
 LONGEST_FIRST = ["test_tune_jobs.py",              # 653: recovery run (trace + compile once), constrained run, notebook
                  "test_codegen_axles.py",          # ~435: generated C of the double wishbone and the twist beam, every method
                  "test_sweep_jobs.py",             # 306
+                 "test_tune_hardpoint_example.py", # ~250: the double wishbone's hardpoint tuning, its notebook
+                 "test_saltelli_jobs.py",          # ~170: Saltelli jobs, notebook 01's sensitivity section
                  "test_app.py",                    # 271
                  "test_kc_geometry_axles.py",      # ~250
                  "test_methods_orders.py",         # ~236

@@ -108,3 +108,110 @@ class JobKind:
 
     def report(self, ds, cfg, summary) -> None:
         raise NotImplementedError
+
+    def static_state(self, model, cfg):
+        """(r (m, 6), held) of a variant's static state, for the summary's
+        diagnosis: here the design position (wheel centres held at design
+        height, ``held`` True); a kind whose variants start from another
+        static state says which."""
+        import jax
+        from kernels import kc
+        return jax.jit(kc.design_position)(model).r, True
+
+    def diagnose(self, ds, cfg, log) -> None:
+        """Say why the first variant whose static equilibrium failed failed,
+        when the model can tell (:mod:`sweep.diagnose`): the directions of
+        that variant's axle that no element restrains (bodies and motions),
+        else the body and direction of the largest residual of its design
+        position (wheel centres held at design height). Logged as warnings;
+        a diagnosis that itself fails is logged and never ends the job."""
+        from sweep import status
+        failed = np.nonzero(ds.status.values == status.EQUILIBRIUM_FAILED)[0]
+        if not len(failed):
+            return
+        v = int(failed[0])
+        try:
+            model = variant_model(ds, cfg, v)
+            from sweep import diagnose
+            found = diagnose.unrestrained(model)
+            head = (f"variant {v}: the static equilibrium did not converge "
+                    f"({len(failed)} of {ds.sizes['variant']} variant(s) alike)")
+            if found:
+                log.warning(head + "; at the design geometry these directions are held by no element "
+                            "(give the elements there a rate in them):")
+                for line in diagnose.explain_unrestrained(found):
+                    log.warning("  unrestrained: " + line)
+                return
+            import jax
+            from kernels import kc
+            eq = jax.jit(kc.design_position)(model)
+            body, direction, value = diagnose.largest_residual(model, eq.r, kc.design_loads(eq))
+            log.warning(head + f"; every direction is restrained at the design geometry; with the wheel "
+                        f"centres held at design height the largest residual is {value:.3g} "
+                        f"{'N' if direction[0] == 'f' else 'N m'} on {body} ({direction})"
+                        + ("" if bool(eq.converged) else ", and that solve does not converge either"))
+        except Exception as err:  # noqa: BLE001 - a diagnosis never takes the job down
+            log.warning(f"variant {v}: the static equilibrium did not converge (no diagnosis: "
+                        f"{type(err).__name__}: {err})")
+
+
+def explain_implausible(kind, ds, cfg, log) -> None:
+    """Log how far the first variant of status ``implausible_static_state``
+    lies from the design (its static state recomputed: :meth:`JobKind.static_state`),
+    with the limits of the job's ``checks``; never ends the job."""
+    import math
+    from sweep import status
+    bad = np.nonzero(ds.status.values == status.IMPLAUSIBLE)[0]
+    if not len(bad):
+        return
+    v = int(bad[0])
+    head = f"variant {v}: implausible static state ({len(bad)} of {ds.sizes['variant']} variant(s) alike)"
+    try:
+        import jax
+        from kernels import kc
+        model = variant_model(ds, cfg, v)
+        r, held = kind.static_state(model, cfg)
+        off, dtoe, dcam, pen = (np.asarray(a) for a in jax.jit(kc.static_state_measures)(model, r))
+        lim = static_limits(cfg)
+        parts = []
+        if not held:
+            parts.append(f"wheel centre {off.max() * 1000:.1f} mm from its design position "
+                         f"(limit {lim.wheel_centre_offset * 1000:.0f} mm)")
+        parts.append(f"toe {math.degrees(dtoe.max()):.2f} deg and camber {math.degrees(dcam.max()):.2f} deg "
+                     f"from the design geometry's (limit {math.degrees(lim.alignment_change):.1f} deg)")
+        if float(pen) > 0:
+            parts.append(f"a stop engaged {float(pen) * 1000:.1f} mm at rest")
+        log.warning(head + ": " + "; ".join(parts) + " - a spring that cannot hold the load, a wrong preload "
+                    "or unit? (limits: checks.wheel_centre_offset, checks.alignment_change_deg, "
+                    "checks.allow_stop_at_rest)")
+    except Exception as err:  # noqa: BLE001 - a diagnosis never takes the job down
+        log.warning(f"{head} (no detail: {type(err).__name__}: {err})")
+
+
+def static_limits(cfg):
+    """The plausibility limits of a job's static states from its ``checks``
+    section (:class:`kernels.kc.StaticLimits`; defaults where absent)."""
+    import math
+    from kernels.kc import StaticLimits
+    c = cfg.get("checks") or {}
+    d = StaticLimits()
+    return StaticLimits(wheel_centre_offset=float(c.get("wheel_centre_offset", d.wheel_centre_offset)),
+                        alignment_change=math.radians(float(c.get("alignment_change_deg",
+                                                                  math.degrees(d.alignment_change)))),
+                        stop_penetration=None if c.get("allow_stop_at_rest", False) else d.stop_penetration)
+
+
+def variant_model(ds, cfg, v):
+    """The model of variant ``v`` of a cube: the job's model with the
+    variant's parameter values (``ds[<parameter>]``) - hardpoints moved in
+    the build, the rest applied (:meth:`sweep.params.ParameterSet.apply`)."""
+    from omegaconf import OmegaConf
+    from sweep.model_builder import model_from_config
+    from sweep.params import build_parameters
+    nominal = model_from_config(cfg.model)
+    spec = OmegaConf.to_container(cfg.sweep, resolve=True).get("parameters") or {}
+    pset = build_parameters(spec, nominal)
+    theta = np.array([float(ds[p.name].values[v]) for p in pset.params])
+    model = model_from_config(cfg.model, hardpoint_offsets=pset.hardpoint_offsets(theta)) \
+        if pset.hardpoints else nominal
+    return pset.apply(model, theta)

@@ -48,7 +48,7 @@ from sweep.cube import flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
-from sweep.kinds.base import JobKind, Plan, Runner
+from sweep.kinds.base import JobKind, Plan, Runner, static_limits
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
 from sweep.schema import ConfigError, Float, Int, List, Map, Str
@@ -171,6 +171,7 @@ def _plan(cfg) -> Plan:
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
     lc["lock_index"] = kc.brake_lock_index(model)
+    lc["limits"] = static_limits(cfg)      # values of the plausibility check (read at run time)
     shapes = channel_shapes()
     S = len(lc["amplitudes"])
     shard, nsh, n_dev, C = mapping.chunking(sw, len(X), layout.output_bytes(CHANNELS, shapes, S),
@@ -241,9 +242,12 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False):
         # vehicle data) is NaN by design, not a failure
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for k, a in met.items()
                                     if k not in kc.OPTIONAL_METRICS]))
+        # the start position's plausibility (wheel centres held: toe, camber, stops)
+        plausible = kc.static_state_plausible(m, eq.r, lc["limits"], held=True)
         code = jnp.where(~eq.converged, status.EQUILIBRIUM_FAILED, jnp.where(~finite, status.NON_FINITE, jnp.where(
-            jnp.all(curve["converged"]), status.OK, status.LOAD_STEP_FAILED))).astype(jnp.int8)
-        good = (code == status.OK) | (code == status.LOAD_STEP_FAILED)
+            ~plausible, status.IMPLAUSIBLE, jnp.where(
+                jnp.all(curve["converged"]), status.OK, status.LOAD_STEP_FAILED)))).astype(jnp.int8)
+        good = (code == status.OK) | (code == status.LOAD_STEP_FAILED) | (code == status.IMPLAUSIBLE)
         met = jax.tree_util.tree_map(lambda a: jnp.where(good, a, jnp.nan), met)
         ok_step = curve.pop("converged") & good
         curve = {k: jnp.where(ok_step.reshape((-1,) + (1,) * (v.ndim - 1)), v, jnp.nan)
@@ -293,7 +297,7 @@ def report(ds, cfg, s):
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
     codes = ds.status.values
     log_run(log, s, codes, KIND.status)
-    ok = np.nonzero(np.isin(codes, (status.OK, status.LOAD_STEP_FAILED)))[0]
+    ok = np.nonzero(np.isin(codes, (status.OK, status.LOAD_STEP_FAILED, status.IMPLAUSIBLE)))[0]
     if len(ok):
         v = int(ok[0])
         log.info(f"K&C metrics of variant {v} (left / right):")
@@ -320,7 +324,8 @@ def report(ds, cfg, s):
 class KinematicsAndCompliance(JobKind):
     name = NAME
     channels = tuple(CHANNELS)
-    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.LOAD_STEP_FAILED)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.LOAD_STEP_FAILED,
+              status.IMPLAUSIBLE)
     # types only: load_case checks the ranges, with the model's K&C conventions
     loadcase = Map({
         "name": Str(), "kind": Str(), "description": Str(),

@@ -42,7 +42,7 @@ from sweep.cube import flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
-from sweep.kinds.base import JobKind, Plan, Runner
+from sweep.kinds.base import JobKind, Plan, Runner, static_limits
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
 from sweep.schema import ConfigError, Int, Map, Str
@@ -96,6 +96,7 @@ def channel_shapes(model, n_modes):
 
 def _plan(cfg) -> Plan:
     lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True))
+    lc["limits"] = static_limits(cfg)
     model = model_from_config(cfg.model)
     n = model.topology.n_dof
     if lc["n_modes"] > n:
@@ -145,9 +146,12 @@ def make_variant(model, pset, lc, start=None):
                "symmetry": md.symmetry, "n_overdamped": md.n_overdamped.astype(jnp.float64),
                "mirror_split": md.mirror.astype(jnp.float64)}
         finite = jnp.all(jnp.isfinite(md.frequency[:1]))
-        code = jnp.where(eq.converged, jnp.where(finite, status.OK, status.NON_FINITE),
+        plausible = kc.static_state_plausible(m, eq.r, lc["limits"], held=True)
+        code = jnp.where(eq.converged, jnp.where(finite, jnp.where(plausible, status.OK, status.IMPLAUSIBLE),
+                                                 status.NON_FINITE),
                          status.EQUILIBRIUM_FAILED).astype(jnp.int8)
-        out = jax.tree_util.tree_map(lambda a: jnp.where(code == status.OK, a, jnp.nan), out)
+        out = jax.tree_util.tree_map(lambda a: jnp.where((code == status.OK) | (code == status.IMPLAUSIBLE),
+                                                         a, jnp.nan), out)
         return out, code, eq.iterations
     return variant
 
@@ -193,7 +197,7 @@ def report(ds, cfg, s):
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
     codes = ds.status.values
     log_run(log, s, codes, KIND.status)
-    ok = np.nonzero(codes == status.OK)[0]
+    ok = np.nonzero(np.isin(codes, (status.OK, status.IMPLAUSIBLE)))[0]
     if len(ok):
         v = int(ok[0])
         d = ds.isel(variant=v)
@@ -215,7 +219,7 @@ def report(ds, cfg, s):
 class Modes(JobKind):
     name = NAME
     channels = tuple(CHANNELS)
-    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.IMPLAUSIBLE)
     # types only: load_case checks the ranges
     loadcase = Map({"name": Str(), "kind": Str(), "description": Str(), "n_modes": Int(),
                     "max_iterations": Int()})

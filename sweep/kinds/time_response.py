@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import loads, metrics, statics
+from kernels import kc, loads, metrics, statics
 from kernels.integrate import events_inside_steps
 from kernels.methods import METHODS, REFERENCE, TOLERANCES, with_tolerances
 from kernels.model import Model
@@ -43,7 +43,7 @@ from sweep.cube import NMSE_DEFINITION, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, mapping
 from sweep.engine.layout import Channel
-from sweep.kinds.base import JobKind, Plan, Runner
+from sweep.kinds.base import JobKind, Plan, Runner, static_limits
 from sweep.loadcase import build_excitation, sample_grid
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
@@ -192,7 +192,7 @@ def error_norm(tolerance):
 
 
 def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                 method="lsrt2", tolerance=None, stages=False, lifted=False):
+                 method="lsrt2", tolerance=None, stages=False, lifted=False, limits=None):
     """The per-variant function of the time-response kind: ``theta (P,) ->
     (channels, status, equilibrium iterations)``.
 
@@ -200,7 +200,10 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     with an embedded error estimate (ROS34PW2) and ``tolerance`` = (rtol,
     atol_coordinates, atol_speeds), a variant whose largest per-step
     estimate exceeds it gets status ``inaccurate`` (values kept). A failed
-    equilibrium or a non-finite state gives NaN values.
+    equilibrium or a non-finite state gives NaN values. ``limits``
+    (:class:`kernels.kc.StaticLimits`, None: unchecked): a static
+    equilibrium beyond them gets status ``implausible_static_state``
+    (values kept; it outranks ``inaccurate``).
 
     ``stages=True`` returns its two halves instead, ``equilibrium(theta) ->
     (r_eq, converged, iterations)`` and ``integrate(theta, carry)`` (for
@@ -238,18 +241,22 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     def equilibrium(row):
         m, e = inputs(row)
         eq = statics.static_equilibrium(m, loads.u_at(e, t0))
-        return eq.r, eq.converged, eq.iterations
+        plausible = (kc.static_state_plausible(m, eq.r, limits) if limits is not None
+                     else jnp.asarray(True))
+        return eq.r, eq.converged, eq.iterations, plausible
 
     def integrate_from(row, carry):
-        r_eq, converged, iterations = carry
+        r_eq, converged, iterations, plausible = carry
         m, e = integration_inputs(row)
         traj = response(m, e, r_eq, t0, dt, n_samples, every, relin, solver, meth, bushing_idx, norm,
                          split_steps=split)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
-        ok = jnp.where(traj.max_error > 1.0, status.INACCURATE, status.OK)
+        ok = jnp.where(plausible, jnp.where(traj.max_error > 1.0, status.INACCURATE, status.OK),
+                       status.IMPLAUSIBLE)
         code = jnp.where(converged, jnp.where(finite, ok, status.NON_FINITE),
                          status.EQUILIBRIUM_FAILED).astype(jnp.int8)
-        outs = jax.tree_util.tree_map(lambda a: jnp.where((code == status.OK) | (code == status.INACCURATE),
+        outs = jax.tree_util.tree_map(lambda a: jnp.where((code == status.OK) | (code == status.INACCURATE)
+                                                          | (code == status.IMPLAUSIBLE),
                                                           a, jnp.nan), traj.outputs)
         return outs, code, iterations
 
@@ -259,7 +266,8 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
 
 
 def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None, backend="xla", lifted=False):
+                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None, backend="xla", lifted=False,
+                      limits=None):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
     (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
@@ -270,20 +278,22 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
     the app's single-variant path. ``backend`` = generated: the integration
     as generated C (:class:`sweep.engine.generated.GeneratedRunner`; this
     function's XLA runner is its fallback). ``lifted``: rows ``[theta |
-    values]`` in place of thetas (:func:`make_variant`)."""
+    values]`` in place of thetas (:func:`make_variant`); ``limits``: the
+    static state's plausibility limits (:func:`make_variant`)."""
     meth = METHODS[method] if isinstance(method, str) else method
     args = (model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver, meth, tolerance)
     if not meth.jittable:
-        return mapping.HostRunner(*make_variant(*args, stages=True, lifted=lifted), micro_batch)
+        return mapping.HostRunner(*make_variant(*args, stages=True, lifted=lifted, limits=limits), micro_batch)
     if backend == "generated":
         from sweep.engine.generated import GeneratedRunner, default_threads
-        fallback = make_chunk_runner(*args[:10], n_dev, meth, tolerance, micro_batch, "xla", lifted)
-        return GeneratedRunner(*make_variant(*args, stages=True, lifted=lifted and "equilibrium"), fallback,
-                               micro_batch, threads=default_threads(),
+        fallback = make_chunk_runner(*args[:10], n_dev, meth, tolerance, micro_batch, "xla", lifted, limits)
+        return GeneratedRunner(*make_variant(*args, stages=True, lifted=lifted and "equilibrium", limits=limits),
+                               fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, exc) if lifted else "")
     if n_dev > 1:
-        return mapping.StagedRunner(*make_variant(*args, stages=True, lifted=lifted), n_dev, micro_batch)
-    return mapping.map_variants(make_variant(*args, lifted=lifted), 1, micro_batch)
+        return mapping.StagedRunner(*make_variant(*args, stages=True, lifted=lifted, limits=limits), n_dev,
+                                    micro_batch)
+    return mapping.map_variants(make_variant(*args, lifted=lifted, limits=limits), 1, micro_batch)
 
 
 def _values_digest(model, exc):
@@ -323,6 +333,7 @@ class Case:
     backend: str                # xla | generated (integrator.backend resolved: sweep.engine.generated)
     tolerance: Optional[tuple]  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
     loadcase_name: str
+    limits: Any = None          # kernels.kc.StaticLimits of the static state (config `checks`)
 
 
 # error-estimate tolerances of a fixed-step method with an embedded solution
@@ -346,7 +357,8 @@ def method_from_config(integ):
 class TimeResponse(JobKind):
     name = NAME
     channels = tuple(CHANNELS)
-    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.INACCURATE)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.INACCURATE,
+              status.IMPLAUSIBLE)
     loadcase = Map({
         "name": Str(), "kind": Str(), "description": Str(),
         "t_start": Float(unit="s"), "t_end": Float(unit="s"), "wheel_loads": LOADS,
@@ -447,7 +459,7 @@ class TimeResponse(JobKind):
         case = Case(exc=exc, t0=t0, t1=t1, dt=dt, every=every, n_samples=n_samples, relin=relin,
                     solver=solver, bidx=tuple(bidx), times=times, method=method, tolerance=tolerance,
                     backend=backend,
-                    loadcase_name=str(cfg.loadcase.name))
+                    loadcase_name=str(cfg.loadcase.name), limits=static_limits(cfg))
         return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                     micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
                     coords=coords, lead=(("time", n_samples, tc),),
@@ -470,9 +482,17 @@ class TimeResponse(JobKind):
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
         split = needs_split(c.exc, c.t0, c.dt, c.n_samples, c.every)
         # keyed on structure: the model's and load case's values are the rows' tail
-        key = fingerprint(NAME, plan.chunk, channel_key(), structure, split, *args[3:])
-        return Runner(make_chunk_runner(*args, lifted=True), np.zeros((plan.chunk, len(plan.pset) + size)),
+        key = fingerprint(NAME, plan.chunk, channel_key(), structure, split, tuple(c.limits), *args[3:])
+        return Runner(make_chunk_runner(*args, lifted=True, limits=c.limits),
+                      np.zeros((plan.chunk, len(plan.pset) + size)),
                       what, key=key, values=vals)
+
+    def static_state(self, model, cfg):
+        """The free static equilibrium under the load case's loads at the start."""
+        exc, t0, _ = build_excitation(OmegaConf.to_container(cfg.loadcase, resolve=True))
+        if cfg.sweep.get("start") is not None:
+            t0 = float(cfg.sweep.start)
+        return jax.jit(statics.static_equilibrium)(model, loads.u_at(exc, t0)).r, False
 
     def summary(self, plan):
         c = plan.case

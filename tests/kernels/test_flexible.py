@@ -171,6 +171,30 @@ def test_jacobians_at_interface_nodes_match_finite_differences(beam):
     np.testing.assert_allclose(np.asarray(lin.q), np.asarray(f(r.reshape(-1), v.reshape(-1))), rtol=1e-13, atol=1e-9)
 
 
+def test_batched_interface_jacobians_equal_the_single_ones():
+    """The twist beam's interface-element Jacobians vmapped over variants (the
+    job's chunk runner) equal the single variant's: XLA's CPU compiler once
+    fused the chain rule of kernels.flexible.interface_element wrongly under
+    vmap (dG off by ~1e9; its fusion barrier), and every twist-beam
+    equilibrium in a job failed while the same solve unbatched converged."""
+    from kernels import flexible
+    from kernels.dynamics import states_with_ground
+    from sweep.model_builder import model_from_config
+    from tests.jobs import cfg_of
+    model = model_from_config(cfg_of("model=twist_beam").model)
+    topo = model.topology
+
+    def jacobians(r):
+        x = states_with_ground(r, jnp.zeros_like(r))
+        return [dG for g in topo.element_groups for _, dG, _ in flexible.group_jacobians(model, g, x)]
+    single = jax.jit(jacobians)(model.r_design)
+    batched = jax.jit(jax.vmap(jacobians))(model.r_design[None])
+    assert single
+    for a, b in zip(single, batched):
+        a = np.asarray(a)
+        np.testing.assert_allclose(np.asarray(b)[0], a, rtol=1e-9, atol=1e-9 * np.abs(a).max())
+
+
 def test_bad_flexible_body_rows_name_field_and_value():
     tables, _, _ = beam_tables()
     bad = [("frequencies", lambda fb: fb.update(frequencies=fb["frequencies"][:5]), "positive multiple of 6"),
