@@ -3,8 +3,8 @@ their Sobol' indices: a K&C job of the toy axle with a hardpoint, a
 log-scaled and a linear parameter (the cube verifies, holds the design the
 config defines, and its indices single out the parameter each metric is
 made of), a bad ``sweep.n_base`` refused on the command line, and notebook
-01's "Sensitivity indices" section on a Saltelli cube and on a cube that is
-not one (where it runs its own K&C job)."""
+01's "Sensitivity indices" section on a Saltelli cube (on a cube that is
+not one it runs its own K&C job: tests/e2e/test_sweep_jobs.py)."""
 import os
 import subprocess
 import sys
@@ -112,12 +112,10 @@ def _ranking_lines(si):
 @pytest.fixture(scope="module")
 def step_cubes(tmp_path_factory):
     """The toy's longitudinal step: a Saltelli design (N = 4, first order:
-    16 variants) and a Latin hypercube of the same size and chunk (the same
-    compiled program, read from the compilation cache)."""
+    16 variants)."""
     d = tmp_path_factory.mktemp("step")
     out = {}
-    for name, design in (("saltelli", ["sweep=saltelli", "sweep.n_base=4", "sweep.calc_second_order=false"]),
-                         ("lhs", ["sweep=lhs", "sweep.n_variants=16"])):
+    for name, design in (("saltelli", ["sweep=saltelli", "sweep.n_base=4", "sweep.calc_second_order=false"]),):
         job = _sweep(*STEP, *design, f"output.path={d / name}.zarr")
         assert job.returncode == 0, job.stderr[-3000:]
         out[name] = d / f"{name}.zarr"
@@ -140,15 +138,5 @@ def test_the_notebook_analyses_a_saltelli_cube_of_its_own_responses(step_cubes, 
     assert "python -m sweep" not in text          # no job of its own
 
 
-@pytest.mark.notebook
-def test_the_notebook_runs_its_own_saltelli_kc_job_for_another_cube(step_cubes, tmp_path, monkeypatch):
-    from sweep.sensitivity import sobol_indices
-    own = tmp_path / "own_saltelli.zarr"
-    text, png = _notebook(step_cubes["lhs"], tmp_path, monkeypatch, saltelli_cube=own)
-    assert "python -m sweep model=double_wishbone loadcase=kc_wheel_travel" in text and "status: ok 160" in text
-    si = sobol_indices(own, ["bump_steer", "wheel_rate"], side="left")
-    for line in _ranking_lines(si):
-        assert line in text, (line, text[-3000:])
-    st = si.ST.to_pandas()
-    assert st.loc["bump_steer", ["tie_rod_outer_z", "tie_rod_inner_z"]].min() > 0.2 > st.loc["bump_steer", "spring_rate"]
-    assert st.loc["wheel_rate", "spring_rate"] > 0.5
+# the notebook on a cube that is not a Saltelli cube (it runs a small Saltelli K&C job of
+# its own): tests/e2e/test_sweep_jobs.py::test_notebook_executes_on_a_small_cube

@@ -206,7 +206,9 @@ def test_notebook_executes_on_a_small_cube(reference_12, tmp_path, monkeypatch):
     from nbclient import NotebookClient
     nb = nbformat.read(os.path.join(ROOT, "notebooks", "01_result_cube.ipynb"), as_version=4)
     monkeypatch.setenv("AXLE_CUBE", str(reference_12))
-    NotebookClient(nb, timeout=300, kernel_name="python3",
+    own = tmp_path / "own_saltelli.zarr"
+    monkeypatch.setenv("AXLE_SALTELLI_CUBE", str(own))
+    NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     text, png = notebook_outputs(nb)
     assert png >= 2, "the notebook's figures are not in its outputs"
@@ -214,3 +216,14 @@ def test_notebook_executes_on_a_small_cube(reference_12, tmp_path, monkeypatch):
     assert len(expected["peak_bushing_force"]) >= 2
     for r, ranking in expected.items():
         assert f"ranking {r}: " + " > ".join(ranking) in text, (r, ranking, text[-2000:])
+    # its last section: not a Saltelli cube, so it runs a small Saltelli K&C
+    # job of its own and shows its Sobol indices (tests/e2e/test_saltelli_jobs.py)
+    from sweep.sensitivity import sobol_indices
+    from tests.e2e.test_saltelli_jobs import _ranking_lines
+    assert "python -m sweep model=double_wishbone loadcase=kc_wheel_travel" in text and "status: ok 160" in text
+    si = sobol_indices(own, ["bump_steer", "wheel_rate"], side="left")
+    for line in _ranking_lines(si):
+        assert line in text, (line, text[-3000:])
+    st = si.ST.to_pandas()
+    assert st.loc["bump_steer", ["tie_rod_outer_z", "tie_rod_inner_z"]].min() > 0.2 > st.loc["bump_steer", "spring_rate"]
+    assert st.loc["wheel_rate", "spring_rate"] > 0.5
