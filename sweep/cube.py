@@ -6,11 +6,22 @@ side = [left, right], axis = [x, y, z], bushing (names), component =
 [fx, fy, fz, mx, my, mz]; variables wheel_centre_displacement (variant, time,
 side, axis) [m] relative to the static equilibrium, toe and camber (variant,
 time, side) [rad, DIN 70000], bushing_force (variant, time, bushing,
-component) [N (fx, fy, fz), N m (mx, my, mz): coordinate component_units;
-:func:`split_loads` splits it by unit] on the bushing's first body in the
-vehicle frame.
-Attributes: n_bodies, n_force_elements, n_dof, reference_bushing_left/right,
-config (resolved YAML) and provenance.
+component) [N (fx, fy, fz), N m (mx, my, mz): units "none", the unit of each
+component in the coordinate component_units; :func:`split_loads` splits it
+by unit] on the bushing's first body in the vehicle frame.
+Attributes: Conventions (:data:`CF_CONVENTIONS`), n_bodies,
+n_force_elements, n_dof, reference_bushing_left/right, config (resolved
+YAML) and provenance.
+
+CF and pint (every job kind): every coordinate has a long_name, every data
+variable and every coordinate holding quantities a ``units`` attribute that
+UDUNITS and pint parse ("1" dimensionless, "rad" / "deg" angles), ``status``
+flag_values / flag_meanings instead; a variable whose components have
+different units (bushing_force, wheel_load, compliance_matrix, a coefficient
+swept over translational and rotational directions) has units "none"
+(pint-xarray: not quantified) and says its units in ``comment``. So
+``ds.pint.quantify()`` quantifies a whole opened cube, and
+``split_loads(ds).pint.quantify()`` the loads too.
 
 Stores are created and written by :mod:`sweep.store` and the job pipeline (:mod:`sweep.engine`);
 this module holds the provenance attributes and the NMSE report.
@@ -28,6 +39,11 @@ if TYPE_CHECKING:
     import xarray as xr
 
 from kernels.names import AXES, COMPONENTS, SIDES  # noqa: F401  (re-exported)
+# the CF version the cubes follow (global attribute ``Conventions``)
+CF_CONVENTIONS = "CF-1.10"
+# the ``comment`` of a load table over component = fx..mz (its units "none")
+LOAD_UNITS_COMMENT = ("mixed units: N (fx, fy, fz), N m (mx, my, mz), per component in the coordinate "
+                      "component_units; sweep.cube.split_loads(ds) splits it into one variable per unit")
 NMSE_DEFINITION = ("NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over 4.9 s <= t <= 6.0 s, "
                    "both sides pooled (method.md section 3)")
 
@@ -70,26 +86,43 @@ def pooled_signals(ch, model, what, direction=0):
     return np.concatenate([np.asarray(ch["bushing_force"])[:, i, direction] for i in idx])
 
 
-def split_loads(ds):
-    """The cube with ``bushing_force`` split by unit, for unit-aware tools
-    (pint-xarray parses every ``units`` attribute then): ``bushing_force``
-    (..., force_component = fx, fy, fz) [N] and ``bushing_moment`` (...,
-    moment_component = mx, my, mz) [N m]. Lazy views of the stored variable
-    (the stored cube keeps one ``bushing_force`` over ``component`` = fx..mz,
-    the public schema; the unit of each component is the coordinate
-    ``component_units``)."""
-    bf = ds["bushing_force"]
-    attrs = {k: v for k, v in bf.attrs.items() if k not in ("units", "long_name", "coordinates")}
+# the load tables split_loads splits: name -> (name of its torque part, what the load is)
+SPLIT_LOADS = {"bushing_force": ("bushing_moment", "of the bushing on its first body, vehicle frame"),
+               "wheel_load": ("wheel_moment", "applied at the wheel centre, vehicle frame")}
 
-    def part(comps, dim, units, what):
-        da = bf.sel(component=comps).rename(component=dim).drop_vars("component_units", errors="ignore")
-        da.attrs = {**attrs, "units": units,
-                    "long_name": f"{what} of the bushing on its first body, vehicle frame"}
-        return da
-    out = ds.drop_vars(["bushing_force", "component_units"], errors="ignore")
-    out["bushing_force"] = part(list(COMPONENTS[:3]), "force_component", "N", "force")
-    out["bushing_moment"] = part(list(COMPONENTS[3:]), "moment_component", "N m", "torque")
-    return out.drop_dims("component", errors="ignore")
+
+def split_loads(ds):
+    """The cube with each load table over ``component`` (fx, fy, fz, mx,
+    my, mz; units "none": mixed) split by unit, for unit-aware tools
+    (``split_loads(ds).pint.quantify()`` then quantifies the loads too):
+    ``bushing_force`` (..., force_component = fx, fy, fz) [N] and
+    ``bushing_moment`` (..., moment_component = mx, my, mz) [N m] of a
+    time-response cube, ``wheel_load`` [N] and ``wheel_moment`` [N m] of a
+    K&C cube. Lazy views of the stored variables (the stored cube keeps one
+    variable over ``component``, the public schema; the unit of each
+    component is the coordinate ``component_units``). The ``component``
+    dimension is dropped when nothing else uses it (a K&C cube's
+    ``compliance_matrix`` does: its units are in its ``comment``)."""
+    out = ds
+    parts = {"force_component": (list(COMPONENTS[:3]), "N", "force"),
+             "moment_component": (list(COMPONENTS[3:]), "N m", "torque")}
+    for name, (moment, what) in SPLIT_LOADS.items():
+        if name not in ds or "component" not in ds[name].dims:
+            continue
+        da = ds[name]
+        attrs = {k: v for k, v in da.attrs.items() if k not in ("units", "long_name", "comment", "coordinates")}
+        out = out.drop_vars(name)
+        for new, dim in ((name, "force_component"), (moment, "moment_component")):
+            comps, units, kind = parts[dim]
+            p = da.sel(component=comps).rename(component=dim).drop_vars("component_units", errors="ignore")
+            p.attrs = {**attrs, "units": units, "long_name": f"{kind} {what}"}
+            out[new] = p
+    for dim, (_, _, kind) in parts.items():
+        if dim in out.coords:
+            out[dim].attrs["long_name"] = f"{kind} component, vehicle frame"
+    if not any("component" in out[v].dims for v in out.variables if v not in ("component", "component_units")):
+        out = out.drop_vars(["component_units"], errors="ignore").drop_dims("component", errors="ignore")
+    return out
 
 
 def nmse_report(ds: xr.Dataset, ref: xr.Dataset, window=(4.9, 6.0)):

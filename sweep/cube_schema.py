@@ -16,7 +16,15 @@ Every cube, of any kind (attribute ``cube_kind``; absent = time response):
 the ``variant`` coordinate, a ``status`` (variant,) with the status table of
 :mod:`sweep.status` in its attributes, the model attributes; and each
 variable a kind declares (its :class:`~sweep.engine.layout.Channel` table,
-``kinds`` = {name: channel table}) with its dims and units.
+``kinds`` = {name: channel table}) with its dims and units (a cube written
+before the units became pint-parseable passes with its old spelling:
+:data:`LEGACY_UNITS`).
+
+:func:`cf_problems`: the stricter CF / pint conventions of the cubes written
+now (global ``Conventions``, a ``long_name`` on every coordinate, ``units``
+or ``flag_values`` on every data variable, every ``units`` parseable by pint
+or "none" = mixed units, not quantified), used by the tests; not part of
+the published checks, so older cubes still pass :func:`problems`.
 """
 from __future__ import annotations
 
@@ -38,6 +46,17 @@ VARIABLES = {
 ATTRS = ("n_bodies", "n_force_elements", "n_dof",
          "reference_bushing_left", "reference_bushing_right")
 KC_ATTRS = ("n_bodies", "n_force_elements", "n_dof")
+# units of a channel as cubes spelled them before they became pint-parseable:
+# new spelling -> the old ones (still accepted by problems())
+LEGACY_UNITS = {
+    "none": ("N (fx, fy, fz); N m (mx, my, mz): see component_units",
+             "SI: m/N (x,y,z per fx,fy,fz), m/(N m) (x,y,z per mx,my,mz), rad/N (rx,ry,rz per "
+             "fx,fy,fz), rad/(N m) (rx,ry,rz per mx,my,mz)"),
+    "deg/(hN m)": ("deg/(100 N m)",),
+}
+# the units value of a variable whose components have different units
+# (pint-xarray's mark for "do not quantify")
+MIXED_UNITS = "none"
 
 
 def problems(ds, channels=None):
@@ -54,7 +73,8 @@ def problems(ds, channels=None):
             elif tuple(ds[ch.name].dims[len(ds[ch.name].dims) - len(ch.dims):]) != tuple(ch.dims) \
                     or ds[ch.name].dims[0] != "variant":
                 yield f"variable {ch.name!r} has dims {ds[ch.name].dims}, expected (variant, ..., {ch.dims})"
-            elif ds[ch.name].attrs.get("units") != ch.units:
+            elif ds[ch.name].attrs.get("units") != ch.units \
+                    and ds[ch.name].attrs.get("units") not in LEGACY_UNITS.get(ch.units, ()):
                 yield f"variable {ch.name!r} has units {ds[ch.name].attrs.get('units')!r}, expected {ch.units!r}"
     if ds.attrs.get("cube_kind", "time_response") != "time_response":
         yield from _model_attrs(ds, KC_ATTRS)
@@ -82,6 +102,41 @@ def problems(ds, channels=None):
             ref = ds.attrs.get(f"reference_bushing_{side}")
             if ref is not None and ref not in list(ds.bushing.values.astype(str)):
                 yield f"reference_bushing_{side} {ref!r} is not a bushing of the cube"
+
+
+def cf_problems(ds, quantify=True):
+    """Yield one line per deviation of an ``xarray.Dataset`` from the CF /
+    pint conventions of the cubes: the global ``Conventions`` (CF-...), a
+    ``long_name`` on every coordinate, ``units`` or ``flag_values`` on every
+    data variable, every ``units`` attribute parsed by pint's application
+    registry (or :data:`MIXED_UNITS`), and, with ``quantify``,
+    ``ds.pint.quantify()`` (pint-xarray) without an error."""
+    import pint
+    conv = str(ds.attrs.get("Conventions", ""))
+    if not conv.startswith("CF-"):
+        yield f"global attribute 'Conventions' is {ds.attrs.get('Conventions')!r}, expected 'CF-<version>'"
+    for name in ds.coords:
+        if not str(ds[name].attrs.get("long_name", "")).strip():
+            yield f"coordinate {name!r} has no long_name"
+    for name in ds.data_vars:
+        a = ds[name].attrs
+        if "units" not in a and "flag_values" not in a:
+            yield f"variable {name!r} has neither units nor flag_values"
+    registry = pint.get_application_registry()
+    for name in ds.variables:
+        units = ds[name].attrs.get("units")
+        if units is None or units == MIXED_UNITS:
+            continue
+        try:
+            registry.parse_units(units)
+        except Exception as err:  # noqa: BLE001 - pint raises several kinds
+            yield f"{name!r}: pint cannot parse units {units!r} ({type(err).__name__})"
+    if quantify:
+        import pint_xarray  # noqa: F401  (registers the .pint accessor)
+        try:
+            ds.pint.quantify()
+        except Exception as err:  # noqa: BLE001
+            yield f"ds.pint.quantify() fails: {str(err).splitlines()[0]}"
 
 
 def _common(ds):

@@ -31,8 +31,10 @@ class Channel:
 
     ``dims``: the channel's own dimensions (after the job's leading
     dimensions ``variant`` and, e.g., ``time``), each a coordinate of the
-    cube; ``units`` (CF / pint spelling) and ``long_name`` become the
-    variable's attributes; ``fn`` (optional) computes the channel's value
+    cube; ``units`` (a UDUNITS / pint spelling that pint parses, "1" for a
+    dimensionless value; :data:`MIXED_UNITS` for a table of components in
+    different units, whose units ``comment`` spells out) and ``long_name``
+    become the variable's attributes (with ``comment``, when given); ``fn`` (optional) computes the channel's value
     from the job kind's per-sample context. The stored shape is never
     written down: it comes from :func:`jax.eval_shape` of the channel
     functions (:func:`channel_shapes`) or from the coordinate sizes of
@@ -45,6 +47,40 @@ class Channel:
     fn: Optional[Callable] = None
     dtype: str = "f8"
     per_step: bool = True
+    comment: str = ""
+
+    def attrs(self):
+        """The variable's attributes: units, long_name (and comment)."""
+        a = {"units": self.units, "long_name": self.long_name}
+        if self.comment:
+            a["comment"] = self.comment
+        return a
+
+
+# The units attribute of a variable whose components have different units
+# (bushing_force, wheel_load: N and N m; the compliance matrix; a swept
+# coefficient over translational and rotational directions). No single unit
+# is honest there; "none" is pint-xarray's mark for "do not quantify" (its
+# ``no_unit_values``), so ``ds.pint.quantify()`` leaves the variable a plain
+# array and quantifies the rest. The unit of each component is in the
+# variable's ``comment`` and, per component, in the coordinate
+# ``component_units``; ``sweep.cube.split_loads`` splits the loads by unit.
+MIXED_UNITS = "none"
+
+# Attributes of the coordinates the job kinds share (CF: every coordinate a
+# long_name; units where the values are quantities; string labels none). A
+# kind's own attributes of a coordinate (sweep.kinds.*: plan coords) win.
+COORD_ATTRS = {
+    "variant": {"long_name": "variant number (row of the design)", "units": "1"},
+    "time": {"long_name": "load-case time", "standard_name": "time", "axis": "T"},
+    "side": {"long_name": "side of the axle"},
+    "axis": {"long_name": "vehicle-frame axis (x forward, y left, z up)"},
+    "bushing": {"long_name": "bushing name"},
+    "body": {"long_name": "body name"},
+    "component": {"long_name": "load component: force fx, fy, fz and torque mx, my, mz, vehicle frame"},
+    "component_units": {"long_name": "unit of each load component"},
+    "mode": {"long_name": "mode number, by increasing frequency", "units": "1"},
+}
 
 
 def channel_shapes(channels, fn, *example):
@@ -70,6 +106,8 @@ def parameter_units(p):
         return "1"
     if p.target == "damper.friction":       # a Coulomb force, one per damper
         return "N"
+    if p.target == "hardpoint":             # an offset of hardpoints along one axis
+        return "m"
     cols = set(int(c) for c in np.asarray(p.index[1]).ravel())
     k = p.target == "bushing.stiffness"
     trans, rot = ("N/m", "N m/rad") if k else ("N s/m", "N m s/rad")
@@ -77,12 +115,27 @@ def parameter_units(p):
         return trans
     if cols <= {3, 4, 5}:
         return rot
-    return f"{trans} (x, y, z); {rot} (rx, ry, rz)"
+    return MIXED_UNITS
 
 
 def parameter_attrs(p):
-    return {"long_name": f"{p.target} ({p.mode}) of {p.name}", "units": parameter_units(p),
-            "bounds": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale}
+    """A swept parameter's attributes. Its design range is CF's
+    ``valid_range`` (CF reserves ``bounds`` for the name of a cell-boundary
+    variable); a coefficient over translational and rotational directions
+    has :data:`MIXED_UNITS` and says its units in ``comment``."""
+    a = {"long_name": f"{p.target} ({p.mode}) of {p.name}", "units": parameter_units(p),
+         "valid_range": [p.lower, p.upper], "nominal": p.nominal, "scale": p.scale}
+    if a["units"] == MIXED_UNITS:
+        k = p.target == "bushing.stiffness"
+        trans, rot = ("N/m", "N m/rad") if k else ("N s/m", "N m s/rad")
+        a["comment"] = f"mixed units: {trans} (x, y, z), {rot} (rx, ry, rz)"
+    return a
+
+
+def coord_attrs(name, attrs):
+    """A coordinate's attributes: :data:`COORD_ATTRS` of its name under the
+    kind's own."""
+    return {**COORD_ATTRS.get(name, {}), **dict(attrs)}
 
 
 def store_spec(plan):
@@ -102,7 +155,8 @@ def store_spec(plan):
     ldims = tuple(d for d, _, _ in plan.lead)
     lshape = tuple(s for _, s, _ in plan.lead)
     lchunk = tuple(c for _, _, c in plan.lead)
-    spec = {"__coords__": plan.coords}
+    spec = {"__coords__": {name: (values, coord_attrs(name, a), *dims)
+                           for name, (values, a, *dims) in plan.coords.items()}}
     for p in pset.params:
         spec[p.name] = (("variant",), (n,), "f8", (C,), np.nan, parameter_attrs(p))
     for ch in plan.channels:
@@ -111,10 +165,10 @@ def store_spec(plan):
         fill = np.nan if ch.dtype.startswith("f") else -1
         ld, ls, lc = (ldims, lshape, lchunk) if ch.per_step else ((), (), ())
         spec[ch.name] = (("variant",) + ld + tuple(ch.dims), (n,) + ls + shape, ch.dtype,
-                         (C,) + lc + chunks, fill, {"units": ch.units, "long_name": ch.long_name})
+                         (C,) + lc + chunks, fill, ch.attrs())
     spec["status"] = (("variant",), (n,), "i1", (C,), -1, status_table.attrs())
     spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
-                                      {"long_name": plan.iterations_long_name})
+                                      {"long_name": plan.iterations_long_name, "units": "1"})
     # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
     if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
         for ch in plan.channels:

@@ -44,7 +44,7 @@ from omegaconf import OmegaConf
 from kernels import kc
 from kernels.names import AXES, COMPONENT_UNITS, DIRECTIONS
 from sweep import cube_schema, status
-from sweep.cube import flexible_note, provenance
+from sweep.cube import CF_CONVENTIONS, LOAD_UNITS_COMMENT, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
@@ -257,6 +257,16 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False):
     return mapping.map_variants(variant, n_dev)
 
 
+# the metric units of kernels.kc as the cube writes them: spellings that
+# UDUNITS and pint parse (pint takes no number in a unit: "deg/(100 N m)" is
+# degrees per hectonewton metre); kernels.kc's own text stays in the job summary
+PARSEABLE_UNITS = {"deg/(100 N m)": "deg/(hN m)"}
+
+
+def parseable_units(units):
+    return PARSEABLE_UNITS.get(units, units)
+
+
 # The channels of a K&C cube, in store order: the curves along the load
 # case's step dimension, then the design-position metrics (kernels.kc.METRICS)
 # and the compliance matrix, one value per variant and side.
@@ -265,17 +275,18 @@ CHANNELS = [
             "wheel-centre displacement from the design position"),
     Channel("toe", ("side",), "rad", "toe angle (DIN 70000, + = toe-in)"),
     Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)"),
-    Channel("wheel_load", ("side", "component"), "N (fx, fy, fz); N m (mx, my, mz): see component_units",
-            "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)"),
+    Channel("wheel_load", ("side", "component"), layout.MIXED_UNITS,
+            "load applied at the wheel centre, vehicle frame (wheel travel: vertical force found)",
+            comment=LOAD_UNITS_COMMENT),
     *(Channel(name, dims, units, long_name) for name, (dims, units, long_name) in kc.GEOMETRY_CHANNELS.items()),
     Channel("converged", (), "1", "load step converged (1), failed (0), not run (-1)", dtype="i1"),
-    *(Channel(name, ("side",), units, long_name, per_step=False)
+    *(Channel(name, ("side",), parseable_units(units), long_name, per_step=False)
       for name, (units, long_name) in kc.METRICS.items()),
-    *(Channel(name, (), units, long_name, per_step=False)
+    *(Channel(name, (), parseable_units(units), long_name, per_step=False)
       for name, (units, long_name) in kc.AXLE_METRICS.items()),
-    Channel("compliance_matrix", ("side", "dof", "component"), kc.COMPLIANCE_UNITS,
+    Channel("compliance_matrix", ("side", "dof", "component"), layout.MIXED_UNITS,
             "wheel-centre compliance matrix at the design position, one wheel loaded "
-            "(rows dof, columns load component)", per_step=False),
+            "(rows dof, columns load component)", per_step=False, comment=f"mixed units, {kc.COMPLIANCE_UNITS}"),
 ]
 SIZES = {"side": len(kc.SIDES), "axis": len(AXES), "component": len(kc.LOADS), "dof": len(kc.DOFS)}
 
@@ -373,7 +384,7 @@ class KinematicsAndCompliance(JobKind):
             "ride_load": (f"{lc['ride']}: start at the static equilibrium under {lc['ride_wheel_load']:.1f} N per "
                           "wheel, its wheel-centre heights held" if lc["ride_wheel_load"] is not None
                           else "design: wheel centres at design height, vertical wheel loads found"),
-            "conventions": CONVENTIONS, "parameters": list(plan.pset.names),
+            "conventions": CONVENTIONS, "Conventions": CF_CONVENTIONS, "parameters": list(plan.pset.names),
             "chunk_size": int(plan.chunk), **provenance(),
         }
 

@@ -38,7 +38,7 @@ from omegaconf import OmegaConf
 from kernels import kc
 from kernels import modes as kmodes
 from sweep import cube_schema, status
-from sweep.cube import flexible_note, provenance
+from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
@@ -251,6 +251,7 @@ class Modes(JobKind):
         topo = plan.model.topology
         return {"n_bodies": int(topo.n_physical_bodies), "n_modal_coordinates": int(topo.n_modal_coordinates), "n_force_elements": int(topo.n_force_elements),
                 "n_dof": int(topo.n_dof), "model": topo.name, "config": cfg_yaml, "cube_kind": NAME,
+                "Conventions": CF_CONVENTIONS,
                 "linearised_at": "design position: wheel centres at design height, gravity only, "
                                   "vertical wheel loads found (kernels.kc.design_position), at rest",
                 "parameters": list(plan.pset.names), "chunk_size": int(plan.chunk), **provenance()}

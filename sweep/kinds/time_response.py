@@ -39,7 +39,7 @@ from kernels.model import Model
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
 from kernels.system import SOLVERS, model_system
 from sweep import cube, cube_schema, status
-from sweep.cube import NMSE_DEFINITION, flexible_note, provenance
+from sweep.cube import CF_CONVENTIONS, NMSE_DEFINITION, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, mapping
 from sweep.engine.layout import Channel
@@ -82,12 +82,13 @@ CHANNELS = [
             lambda s: metrics.toe_camber(s.model, s.r)[0]),
     Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)",
             lambda s: metrics.toe_camber(s.model, s.r)[1]),
-    # one variable for the public schema (component = fx..mz); the unit of each
-    # component is the coordinate component_units, and sweep.cube.split_loads
-    # gives bushing_force [N] and bushing_moment [N m] (pint-xarray parses both)
-    Channel("bushing_force", ("bushing", "component"),
-            "N (fx, fy, fz); N m (mx, my, mz): see component_units",
-            "force and torque of the bushing on its first body, vehicle frame", _bushing_force),
+    # one variable for the public schema (component = fx..mz) in two units: its
+    # units are layout.MIXED_UNITS ("none": pint-xarray leaves it unquantified),
+    # the unit of each component the coordinate component_units, and
+    # sweep.cube.split_loads gives bushing_force [N] and bushing_moment [N m]
+    Channel("bushing_force", ("bushing", "component"), layout.MIXED_UNITS,
+            "force and torque of the bushing on its first body, vehicle frame", _bushing_force,
+            comment=cube.LOAD_UNITS_COMMENT),
 ]
 
 
@@ -505,6 +506,7 @@ class TimeResponse(JobKind):
             "n_bodies": int(topo.n_physical_bodies), "n_modal_coordinates": int(topo.n_modal_coordinates), "n_force_elements": int(topo.n_force_elements),
             "n_dof": int(topo.n_dof),
             "reference_bushing_left": ref.get("left", ""), "reference_bushing_right": ref.get("right", ""),
+            "Conventions": CF_CONVENTIONS,
             "model": topo.name, "config": cfg_yaml, "nmse_definition": NMSE_DEFINITION,
             "parameters": list(plan.pset.names), "chunk_size": int(plan.chunk),
             **provenance(),
