@@ -59,6 +59,22 @@ def laid_out_cube(path, overrides):
     return kind
 
 
+def published_problems(path):
+    """Problems the published checker (../shared/tools/check_cube.py) finds,
+    or None in a clone without it."""
+    import importlib.util
+    import os
+
+    from tests.conftest import CHECK_CUBE
+    if not os.path.exists(CHECK_CUBE):
+        return None
+    spec = importlib.util.spec_from_file_location("check_cube", CHECK_CUBE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with xr.open_zarr(path) as ds:
+        return list(mod.problems(ds))
+
+
 @pytest.fixture(scope="module")
 def cubes(tmp_path_factory):
     root = tmp_path_factory.mktemp("cubes")
@@ -71,6 +87,8 @@ def test_cube_is_cf_and_pint_clean(cubes, name):
     path, kind = cubes[name]
     ds = xr.open_zarr(path)
     assert cube_schema.check(path, kind.channels) == []             # the public schema still holds
+    published = published_problems(path)
+    assert published in (None, []), published
     assert list(cube_schema.cf_problems(ds)) == []
     assert ds.attrs["Conventions"].startswith("CF-")
     for c in ds.coords:
