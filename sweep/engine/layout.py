@@ -34,8 +34,9 @@ class Channel:
     cube; ``units`` (a UDUNITS / pint spelling that pint parses, "1" for a
     dimensionless value; :data:`MIXED_UNITS` for a table of components in
     different units, whose units ``comment`` spells out) and ``long_name``
-    become the variable's attributes (with ``comment``, when given); ``fn`` (optional) computes the channel's value
-    from the job kind's per-sample context. The stored shape is never
+    become the variable's attributes (with ``comment``, when given); ``fn``
+    (optional) computes the channel's value from the job kind's per-sample
+    context. The stored shape is never
     written down: it comes from :func:`jax.eval_shape` of the channel
     functions (:func:`channel_shapes`) or from the coordinate sizes of
     ``dims``. ``per_step`` False: one value per variant (a design-position
