@@ -1,6 +1,7 @@
 """Static alignment of an axle model, the way Adams/Car's "static alignment" does it.
 
     python -m sweep.align double_wishbone          # or a path to a model YAML
+    python -m sweep.align model=my_axle hydra.searchpath=[file://axles]   # as python -m sweep takes it
 
 The model YAML's ``alignment`` section states the targets and what is
 adjusted::
@@ -58,11 +59,47 @@ DEG = 180.0 / np.pi
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "model")
 
 
-def load_model_config(name_or_path):
-    path = name_or_path if name_or_path.endswith(".yaml") else os.path.join(CONFIG_DIR, name_or_path + ".yaml")
-    if not os.path.exists(path):
-        raise ConfigError(f"model = {name_or_path!r}: no such model config ({path})")
-    return load_model_file(path)
+def model_path(name_or_path, searchpath=()):
+    """The model file of ``name_or_path``: a path to a YAML file, or a model
+    name looked up as ``python -m sweep`` does - the project's
+    ``configs/model/`` first, then ``<dir>/model/`` of each ``searchpath``
+    directory (``hydra.searchpath=[file://dir]``)."""
+    if name_or_path.endswith((".yaml", ".yml")):
+        if not os.path.exists(name_or_path):
+            raise ConfigError(f"model = {name_or_path!r}: no such model file")
+        return name_or_path
+    tried = [os.path.join(CONFIG_DIR, name_or_path + ".yaml")] + \
+        [os.path.join(d, "model", name_or_path + ".yaml") for d in searchpath]
+    for path in tried:
+        if os.path.exists(path):
+            return path
+    raise ConfigError(f"model = {name_or_path!r}: no such model config (looked in {', '.join(tried)})")
+
+
+def load_model_config(name_or_path, searchpath=()):
+    return load_model_file(model_path(name_or_path, searchpath))
+
+
+def parse_args(argv):
+    """(model name or path, searchpath dirs) of ``sweep.align``'s command line:
+    ``NAME``, ``PATH.yaml``, ``model=NAME`` or ``model=PATH.yaml``, and
+    ``hydra.searchpath=[file://dir,...]`` - the forms ``python -m sweep``
+    takes; None for a line that is not one of them."""
+    from sweep.runtime import searchpath_dirs
+    model, rest = None, []
+    for a in argv:
+        key, sep, value = a.partition("=")
+        if sep and key.lstrip("+") == "hydra.searchpath":
+            continue
+        if sep and key == "model" and model is None:
+            model = value
+        elif not sep and model is None:
+            model = a
+        else:
+            rest.append(a)
+    if model is None or rest:
+        return None
+    return model, searchpath_dirs(argv)
 
 
 @jax.jit
@@ -293,11 +330,12 @@ def main_pretension(cfg) -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0] in ("-h", "--help"):
+    parsed = None if any(a in ("-h", "--help") for a in argv) else parse_args(argv)
+    if parsed is None:
         print(__doc__)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+        return 0 if any(a in ("-h", "--help") for a in argv) else 2
     try:
-        cfg = load_model_config(argv[0])
+        cfg = load_model_config(*parsed)
         if "pretension" in (cfg.get("alignment") or {}):
             return main_pretension(cfg)
         a = _spec(cfg)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sweep.runtime import CONFIG_DIR, LOG, setup, xla_flags_from_env
+from sweep.runtime import CONFIG_DIR, LOG, searchpath_dirs, setup, xla_flags_from_env
 
 _FAILED: list = []
 FAILED_MARKER = ".axle-job-failed"
@@ -108,6 +108,7 @@ def hydra_app(main, config_name="config"):
         return code
 
     def run():
+        sys.argv[1:] = model_file_args(sys.argv[1:])
         precheck_config_files(sys.argv[1:], config_name)
         entered.append(False)
         try:
@@ -126,19 +127,43 @@ def hydra_app(main, config_name="config"):
     return run
 
 
-def searchpath_dirs(argv):
-    """The directories of the ``file://`` entries of a command-line
-    ``hydra.searchpath=[...]`` (in list order, relative ones to the working
-    directory, as Hydra resolves them); ``pkg://`` entries are left out."""
-    dirs = []
+def model_file_args(argv):
+    """``model=PATH.yaml`` (a model file anywhere) as the model group option
+    Hydra understands: the file's folder is put on ``hydra.searchpath`` when
+    it is a ``model/`` folder, else a private folder holding a link to the
+    file is; ``model=NAME`` with ``hydra.searchpath`` works as it is. So
+    ``python -m sweep`` and ``python -m sweep.align`` take a model the same
+    two ways. Other arguments pass unchanged."""
+    out, extra = [], []
     for a in argv:
         key, sep, value = a.partition("=")
+        if sep and key == "model" and value.endswith((".yaml", ".yml")) and os.path.isfile(value):
+            path = os.path.abspath(value)
+            name = os.path.splitext(os.path.basename(path))[0]
+            folder = os.path.dirname(path)
+            shipped = os.path.isfile(os.path.join(CONFIG_DIR, "model", os.path.basename(path)))
+            if os.path.basename(folder) == "model" and not shipped:
+                root = os.path.dirname(folder)
+            else:                       # a private root/model/<name>.yaml -> the file
+                import tempfile
+                root = tempfile.mkdtemp(prefix="axle-model-")
+                os.makedirs(os.path.join(root, "model"))
+                name = ("file_" + name) if shipped else name       # never shadowed by a shipped model
+                os.symlink(path, os.path.join(root, "model", f"{name}.yaml"))
+            out.append(f"model={name}")
+            extra.append(f"file://{root}")
+            at = len(out)               # the search path goes beside it (before any --option)
+        else:
+            out.append(a)
+    if not extra:
+        return list(argv)
+    for i, a in enumerate(out):
+        key, sep, value = a.partition("=")
         if sep and key.lstrip("+") == "hydra.searchpath":
-            for entry in value.strip().strip("[]").split(","):
-                entry = entry.strip().strip("'\"")
-                if entry.startswith("file://"):
-                    dirs.append(os.path.abspath(entry[len("file://"):]))
-    return dirs
+            items = [e for e in value.strip().strip("[]").split(",") if e.strip()]
+            out[i] = f"{key}=[{','.join(items + extra)}]"
+            return out
+    return out[:at] + [f"hydra.searchpath=[{','.join(extra)}]"] + out[at:]
 
 
 def precheck_config_files(argv, config_name="config"):

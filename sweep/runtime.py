@@ -184,3 +184,17 @@ def setup(cfg=None):
         # cache every compilation that took a second or more (the default)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
+
+def searchpath_dirs(argv):
+    """The directories of the ``file://`` entries of a command-line
+    ``hydra.searchpath=[...]`` (in list order, relative ones to the working
+    directory, as Hydra resolves them); ``pkg://`` entries are left out."""
+    dirs = []
+    for a in argv:
+        key, sep, value = a.partition("=")
+        if sep and key.lstrip("+") == "hydra.searchpath":
+            for entry in value.strip().strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    dirs.append(os.path.abspath(entry[len("file://"):]))
+    return dirs

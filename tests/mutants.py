@@ -131,6 +131,24 @@ MUTANTS = [
            [("sweep/engine/values.py", "    if isinstance(leaf, (float, np.floating)):\n        return True",
              "    if isinstance(leaf, (float, np.floating)):\n        return False")],
            ["tests/sweep/engine/test_values.py::test_lifted_tree_round_trips_and_keeps_integers_in_the_structure"]),
+    # hardpoints as tuning variables, a wrong model that says why
+    Mutant("geometry_derivative_dropped", "tuning: the model build's derivative with respect to a hardpoint "
+           "offset dropped (gradients see rates only)",
+           [("sweep/engine/values.py", "        return values(theta), jac @ dtheta",
+             "        return values(theta), jac @ (0.0 * dtheta)")],
+           ["tests/sweep/tune/test_hardpoint_gradients.py"]),
+    Mutant("plausibility_toe_unchecked", "static state: toe beyond the limit not flagged",
+           [("kernels/kc.py", "    ok = jnp.all(dtoe <= limits.alignment_change) & jnp.all(dcamber <= limits.alignment_change)",
+             "    ok = jnp.all(dcamber <= limits.alignment_change)")],
+           ["tests/sweep/test_diagnose.py"]),
+    Mutant("unrestrained_never_found", "diagnosis: no mode counts as unrestrained (a free wheel spin unnamed)",
+           [("sweep/diagnose.py", "FREE_BELOW_HZ = 0.05 ", "FREE_BELOW_HZ = 0.0 ")],
+           ["tests/sweep/test_diagnose.py"]),
+    Mutant("flexible_fusion_barrier_removed", "flexible interface elements without the fusion barrier (XLA CPU "
+           "miscompiles their batched chain rule)",
+           [("kernels/flexible.py", "        d11, d12, d21, d22, dx = jax.lax.optimization_barrier((d11, d12, d21, d22, dx))",
+             "        pass")],
+           ["tests/kernels/test_flexible.py"]),
     # ------------------------------------------------------------ element laws, integrator
     Mutant("bushing_rot_stiffness_sign", "rotational bushing stiffness sign flipped (rx, ry, rz)",
            [("kernels/forces.py",
