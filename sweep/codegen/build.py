@@ -14,9 +14,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import logging
 import mmap
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -95,8 +97,17 @@ class BuildError(RuntimeError):
 
 
 def compiler():
-    """The C compiler: $CC, else cc / gcc / clang on the PATH; None when there is none."""
-    for c in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]:
+    """The C compiler: $CC, else cc / gcc / clang on the PATH; None when
+    there is none. A $CC that names no compiler is a :class:`BuildError`
+    naming it (never silently another compiler)."""
+    cc = os.environ.get("CC", "").strip()
+    if cc:
+        path = shutil.which(cc.split()[0])
+        if path is None:
+            raise BuildError(f"CC = {cc!r} names no compiler on this machine (unset CC to use cc, gcc or "
+                             "clang from the PATH)")
+        return path
+    for c in ("cc", "gcc", "clang"):
         path = shutil.which(c)
         if path:
             return path
@@ -142,19 +153,96 @@ def build(gen, flags=None, log=None):
         return _build(gen, cc, tuple(f for f in cflags if f != MVEC))
 
 
-def _build(gen, cc, cflags):
+def _digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def intact(so):
+    """Whether the cached library ``so`` is the one that was built: its
+    sha256 equals the one recorded beside it (``<key>.so.sha256``, written
+    when it was built). A library without its record, cut short or changed
+    is not loaded: loading damaged machine code crashes the process (a bus
+    error, an illegal instruction) with no message."""
+    try:
+        with open(so + ".sha256") as f:
+            return f.read().strip() == _digest(so)
+    except OSError:
+        return False
+
+
+_BUILD_PREFIX = "build-"
+_LOG = logging.getLogger("sweep")
+
+
+def _build_dir_prefix():
+    return f"{_BUILD_PREFIX}{socket.gethostname()}-{os.getpid()}-"
+
+
+def clean_stale_builds(folder):
+    """Remove the temporary folders of builds killed before they finished:
+    ``build-<host>-<pid>-*`` of this host whose process is gone (a build in
+    progress - its process alive - is never touched; another host's folders
+    are left to that host)."""
+    host = socket.gethostname()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(f"{_BUILD_PREFIX}{host}-"):
+            continue
+        try:
+            pid = int(name[len(f"{_BUILD_PREFIX}{host}-"):].split("-")[0])
+        except ValueError:
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue                     # alive: a build in progress
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue                     # alive, another user's
+        shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+def _build(gen, cc, cflags, log=None):
     key = hashlib.sha256((gen.source + _compiler_id(cc) + " ".join(cflags)).encode()).hexdigest()[:24]
     so = os.path.join(cache_dir(), f"{key}.so")
     spent = 0.0
+    if os.path.exists(so) and not intact(so):
+        if os.path.exists(so + ".sha256"):
+            (log or _LOG.warning)(f"warning: the cached generated library {so} is damaged (its checksum "
+                                  "differs from the one recorded when it was built): building it again")
+        else:
+            _LOG.info(f"the cached generated library {so} has no checksum record (an older build): "
+                      "building it again")
+        for path in (so, so + ".sha256"):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
     if not os.path.exists(so):
         t = time.perf_counter()
-        with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        clean_stale_builds(cache_dir())
+        with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=_build_dir_prefix()) as tmp:
             objects = _compile_parts(cc, cflags, gen.source, tmp)
             out = os.path.join(tmp, "kernel.so")
             libs = ["-lmvec", "-lm"] if MVEC in cflags else ["-lm"]
             res = subprocess.run([cc, *cflags, *objects, "-o", out, *libs], capture_output=True, text=True)
             if res.returncode:
                 raise BuildError(f"{os.path.basename(cc)} failed to link the generated code: {res.stderr[-2000:]}")
+            # the checksum first, then the library (both atomic): a library
+            # is never there without the record it is checked against
+            digest_tmp = os.path.join(tmp, "kernel.so.sha256")
+            with open(digest_tmp, "w") as f:
+                f.write(_digest(out))
+            os.replace(digest_tmp, so + ".sha256")
             os.replace(out, so)          # atomic: a concurrent job sees the whole library or none
         spent = time.perf_counter() - t
     lib = ctypes.CDLL(so)

@@ -49,10 +49,20 @@ def resolve(backend, jittable, platform=None, variant_steps=None):
     without a compiler, auto logs one line saying so. ``$AXLE_AUTO_BACKEND``
     (xla | generated) fixes what auto means, for a test run or a machine
     whose compiler should not be used."""
-    from sweep.codegen.build import compiler
+    from sweep.codegen.build import BuildError
+    from sweep.codegen.build import compiler as find_compiler
+
+    def compiler():
+        try:
+            return find_compiler()
+        except BuildError as err:       # $CC names no compiler: the user's setting, an error
+            from sweep.schema import ConfigError
+            raise ConfigError(str(err)) from None
     backend = backend or "auto"
     if not jittable:
         return "xla"
+    if backend == "generated":
+        compiler()
     if backend == "auto":
         pinned = os.environ.get(AUTO_ENV, "").strip()
         if pinned:
