@@ -111,7 +111,8 @@ STATE_LANES = STATE + "::test_lanes_with_and_without_events_are_independent"
 STATE_MODEL = [STATE + "::test_model_stop_with_clearance_keeps_the_order_and_radau_agrees",
                STATE + "::test_damper_coulomb_friction_against_the_analytic_stick_slip"]
 REPRO = "tests/sweep/test_reproduce.py"
-REPRO_TESTS = [REPRO + "::test_resumed_cube_parameters_reproduce_its_results",
+REPRO_TESTS = ["tests/sweep/engine/test_stream_order.py",
+               REPRO + "::test_resumed_cube_parameters_reproduce_its_results",
                "tests/sweep/test_reproduce_kc.py::test_kc_cube_parameters_reproduce_its_results",
                "tests/e2e/test_reproduce_two_devices.py::test_two_device_time_response_cube_parameters_reproduce_its_results"]
 

@@ -25,7 +25,9 @@ the K&C job and its replay another (in-memory, persistent compilation and
 trace caches: tests/conftest.py). The two-device cube, a ``python -m sweep``
 subprocess (this test process has one JAX CPU device), is an e2e test:
 tests/e2e/test_reproduce_two_devices.py; the K&C cube runs in the slow
-tier (tests/sweep/test_reproduce_kc.py).
+tier (tests/sweep/test_reproduce_kc.py), and so does this file's resumed
+time-response cube; the fast tier's check of the order is
+tests/sweep/engine/test_stream_order.py (the pipeline without compute).
 """
 
 import numpy as np
@@ -34,6 +36,8 @@ import xarray as xr
 from omegaconf import OmegaConf
 
 from tests.jobs import cfg_of
+
+pytestmark = pytest.mark.slow
 
 C = 4                    # variants per compute chunk, in every job of this file
 # the toy axle, three swept parameters (a stiffness factor on a log scale, a

@@ -1,6 +1,7 @@
 """A K&C cube's parameters reproduce its results (the oracle and the
-helpers: tests/sweep/test_reproduce.py, whose resumed time-response cube is
-the fast tier's form; this K&C form runs in the slow tier of CI)."""
+helpers: tests/sweep/test_reproduce.py, the resumed time-response cube;
+both run in the slow tier of CI, the fast tier checks the order without
+compute: tests/sweep/engine/test_stream_order.py)."""
 import pytest
 import xarray as xr
 
