@@ -1,6 +1,6 @@
 """Jobs say why a model is physically wrong (python -m sweep): a spring that
 cannot hold the load gives status implausible_static_state with the reason
-(values kept, exit 0; the job's `checks` move the limits), an axle with a
+(values kept, exit 0), an axle with a
 direction no element restrains fails with that direction and its bodies
 named (exit 1: every variant failed)."""
 import numpy as np
@@ -21,10 +21,7 @@ def test_a_spring_that_cannot_hold_the_load_is_implausible_with_the_reason(tmp_p
     ds = xr.open_zarr(tmp_path / "soft.zarr")
     assert int(ds.status.values[0]) == 5 and np.isfinite(ds.toe.values).all()      # values kept
     assert "implausible_static_state" in ds.status.attrs["flag_meanings"]
-    # wider limits: the same state is plausible
-    wide = cli(*SHORT, SOFT, "checks.alignment_change_deg=30", "checks.wheel_centre_offset=0.3",
-               f"output.path={tmp_path}/wide.zarr", f"hydra.run.dir={tmp_path}/h2")
-    assert wide.returncode == 0 and "status: ok 1" in wide.stdout + wide.stderr
+    # (wider limits from the job's checks section: tests/sweep/test_diagnose.py)
 
 
 def test_an_unrestrained_direction_is_named_when_the_equilibrium_fails(tmp_path):

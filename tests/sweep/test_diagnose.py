@@ -109,3 +109,20 @@ def test_alignment_that_cannot_converge_names_the_free_direction(toy_alignment):
     free["bushing_types"]["wheel_bearing"]["stiffness"][5] = 0.0
     with pytest.raises(ModelError, match=r"did not converge; held by no element .*wheel_(left|right) rotation about"):
         design_alignment(free)
+
+
+def test_the_jobs_checks_section_sets_the_limits():
+    from sweep.kinds.base import static_limits
+    from tests.jobs import cfg_of as job
+    d = static_limits(job())
+    assert d == kc.StaticLimits() and d.wheel_centre_offset == 0.1
+    assert math.isclose(math.degrees(d.alignment_change), 10.0) and d.stop_penetration == 1e-4
+    wide = static_limits(job("checks.alignment_change_deg=30", "checks.wheel_centre_offset=0.3",
+                             "checks.allow_stop_at_rest=true"))
+    assert wide.wheel_centre_offset == 0.3 and math.isclose(math.degrees(wide.alignment_change), 30.0)
+    assert wide.stop_penetration is None
+    # a state 16 deg of camber off: implausible by default, plausible within 30 deg
+    model = toy()
+    ws = np.asarray(model.topology.wheel_slots)
+    r = model.r_design.at[ws[0], 5].add(math.radians(16.0))       # left wheel tilted about x
+    assert not bool(kc.static_state_plausible(model, r, d)) and bool(kc.static_state_plausible(model, r, wide))
