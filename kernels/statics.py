@@ -57,11 +57,16 @@ class ConstrainedEquilibrium(NamedTuple):
     residual: jax.Array    # max |generalised force| [N or N m]
 
 
-def generalised_residual(model, q):
-    """Max |M q| over all bodies and directions [N, N m] for q of shape (m, 6)."""
+def residual_forces(model, q):
+    """M q (m, 6) [N, N m]: the generalised force behind accelerations q (m, 6)."""
     F = q[:, :3] * model.mass[:, None]
     M = jnp.einsum("mij,mj->mi", model.inertia, q[:, 3:])
-    return jnp.max(jnp.abs(jnp.concatenate([F, M], 1)))
+    return jnp.concatenate([F, M], 1)
+
+
+def generalised_residual(model, q):
+    """Max |M q| over all bodies and directions [N, N m] for q of shape (m, 6)."""
+    return jnp.max(jnp.abs(residual_forces(model, q)))
 
 
 # --------------------------------------------------------------------------- implicit differentiation

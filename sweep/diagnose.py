@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels.dynamics import linearise, q_fn
+from kernels.dynamics import q_fn
+from kernels.statics import residual_forces
 from kernels.rotations import euler_to_matrix
 
 FREE_BELOW_HZ = 0.05        # Hz: a mode this slow is an unrestrained direction
@@ -38,14 +39,12 @@ DIRECTIONS = ("x", "y", "z")
 
 def _speed_space_matrix(model, r):
     """S = J_r K(r) (n, n) at rest at r (m, 6), no wheel loads: dv/dt = S dv
-    for small motions (eigenvalues -omega^2)."""
-    lin = jax.jit(linearise)(model, r, jnp.zeros_like(r), jnp.zeros((2, 6), r.dtype))
-    m = lin.K.shape[0]
-    n = 6 * m
-    Kd = np.zeros((m, 6, m, 6))
-    for i in range(m):
-        Kd[i, :, i, :] = np.asarray(lin.K[i])
-    return np.asarray(lin.J_r) @ Kd.reshape(n, n)
+    for small motions (eigenvalues -omega^2); from the modal analysis's
+    state matrix A = [[0, K], [J_r, J_v]] (:func:`kernels.modes.state_matrix`)."""
+    from kernels.modes import state_matrix
+    A = np.asarray(jax.jit(state_matrix)(model, r, jnp.zeros((2, 6), r.dtype)))
+    n = A.shape[0] // 2
+    return A[n:, :n] @ A[:n, n:]
 
 
 def _axis_text(vec):
@@ -106,10 +105,8 @@ def largest_residual(model, r, u=None):
     (2, 6) (default none)."""
     r = jnp.asarray(r)
     u = jnp.zeros((2, 6), r.dtype) if u is None else jnp.asarray(u)
-    q = np.asarray(jax.jit(q_fn)(model, r, jnp.zeros_like(r), u)).reshape(-1, 6)
-    F = q[:, :3] * np.asarray(model.mass)[:, None]
-    M = np.einsum("mij,mj->mi", np.asarray(model.inertia), q[:, 3:])
-    G = np.concatenate([F, M], 1)
+    G = np.asarray(jax.jit(lambda m, rr, uu: residual_forces(
+        m, q_fn(m, rr, jnp.zeros_like(rr), uu).reshape(-1, 6)))(model, r, u))
     b, d = np.unravel_index(int(np.nanargmax(np.abs(np.nan_to_num(G, nan=np.inf)))), G.shape)
     return model.topology.body_names[b], ("fx", "fy", "fz", "mx", "my", "mz")[d], float(G[b, d])
 
