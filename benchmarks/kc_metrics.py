@@ -1,6 +1,6 @@
 """K&C metrics of the nominal axles at their design positions, as a markdown table.
 
-    python benchmarks/kc_metrics.py            # the three axles
+    python benchmarks/kc_metrics.py            # the four axles with K&C figures in the docs
     python benchmarks/kc_metrics.py multilink
 
 The figures of docs/kc_and_tuning.md section 3 are printed by this script
@@ -63,5 +63,5 @@ def report(name):
 
 
 if __name__ == "__main__":
-    for n in (sys.argv[1:] or ["double_wishbone", "multilink", "leaf_spring_axle"]):
+    for n in (sys.argv[1:] or ["double_wishbone", "multilink", "leaf_spring_axle", "macpherson"]):
         report(n)

@@ -485,6 +485,19 @@ def _non_negative(arr, what):
     return arr
 
 
+# keys of a P2P row that its kind does not use, and why (a key given where it
+# would be ignored, or act where it should not, is an error)
+P2P_NOT_FOR = {"spring": ("clearance",),
+               "damper": ("stiffness", "clearance", "seat_offset"),
+               "bump_stop": ("stiffness", "preload", "damping", "seat_offset"),
+               "rebound_stop": ("stiffness", "preload", "damping", "seat_offset")}
+P2P_WHY = {"clearance": "only stops engage after a clearance",
+           "stiffness": "its force is its own law; a spring-damper is a `spring` with `damping`",
+           "preload": "a stop pushes only when engaged",
+           "damping": "it would act at every length, engaged or not; give the damping to the damper",
+           "seat_offset": "a seat offset sets a spring's ride height"}
+
+
 def _check_p2p(e, w, m1, m2):
     kind = e.get("kind")
     if kind not in P2P_KINDS:
@@ -498,6 +511,11 @@ def _check_p2p(e, w, m1, m2):
             _finite(e[fld], f"{w}.{fld}")
     if e.get("clearance") is not None and e["clearance"] < 0:
         raise ModelError(f"{w}.clearance = {e['clearance']} must be >= 0")
+    if e.get("length") is not None and not e["length"] > 0:
+        raise ModelError(f"{w}.length = {e['length']} must be > 0 [m] (leave it out for the design distance)")
+    for fld in P2P_NOT_FOR.get(kind, ()):
+        if e.get(fld) is not None:
+            raise ModelError(f"{w}.{fld}: a {kind} has no {fld} ({P2P_WHY[fld]})")
     if kind in ("bump_stop", "rebound_stop"):
         if "curve" not in e:
             raise ModelError(f"{w}: a {kind} needs a 'curve' (penetration -> force)")
@@ -506,7 +524,10 @@ def _check_p2p(e, w, m1, m2):
             raise ModelError(f"{w}.curve must start at (0, 0) so that the force is "
                              f"continuous at engagement (got ({x[0]}, {y[0]}))")
     if "curve" in e and kind in ("spring", "damper"):
-        _check_curve(e["curve"], f"{w}.curve")
+        x, y = _check_curve(e["curve"], f"{w}.curve")
+        if kind == "damper" and not np.any((np.asarray(x) == 0) & (np.asarray(y) == 0)):
+            raise ModelError(f"{w}.curve must pass through (0, 0): a damper pushes nothing at rest "
+                             "(a gas force is the damper's `preload`)")
     if "law" in e:
         if kind not in ("bump_stop", "rebound_stop"):
             raise ModelError(f"{w}.law = {e['law']!r}: only a bump_stop or rebound_stop has a law "

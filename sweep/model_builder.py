@@ -165,7 +165,10 @@ def _characteristics(spec, types, what):
         raise ModelError(f"{what}: no stiffness (give 'stiffness' or a 'type')")
     k = np.asarray(out["stiffness"], float)
     if "damping" not in out:
-        eta = float(out.get("loss_factor", 0.0))
+        eta = np.asarray(out.get("loss_factor", 0.0), float)
+        if eta.shape not in ((), (6,)) or not np.all(np.isfinite(eta)) or np.any(eta < 0):
+            raise ModelError(f"{what}.loss_factor = {out.get('loss_factor')!r} must be one number or six "
+                             "(x, y, z, rx, ry, rz), each >= 0")
         f = float(out.get("loss_frequency", 10.0))
         out["damping"] = (eta * k / (2 * math.pi * f)).tolist()
     return out
@@ -541,8 +544,13 @@ def check_alignment(cfg):
         if key in a and (a[key] not in bushings or "adjust" not in (bushings[a[key]] or {})):
             raise ModelError(f"model.alignment.{key} = {a[key]!r}: no per-side bushing of that "
                              "name with an `adjust` entry")
-    if "seat_offset_of" in a and a["seat_offset_of"] not in (per_side.get("p2p") or {}):
+    p2p = per_side.get("p2p") or {}
+    if "seat_offset_of" in a and a["seat_offset_of"] not in p2p:
         raise ModelError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r}: no per-side P2P element")
+    if "seat_offset_of" in a and (p2p[a["seat_offset_of"]] or {}).get("kind") != "spring":
+        raise ModelError(f"model.alignment.seat_offset_of = {a['seat_offset_of']!r} is a "
+                         f"{(p2p[a['seat_offset_of']] or {}).get('kind')!r}, not a spring (the seat offset "
+                         "sets a spring's ride height)")
     for name, dirs in (a.get("pretension") or {}).items():
         if name not in bushings:
             raise ModelError(f"model.alignment.pretension.{name}: no per-side bushing of that name")
@@ -677,6 +685,10 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
         if name in body_id:
             raise ModelError(f"{what}: duplicate body name")
         mass = spec.get("mass")
+        both = [k for k in ("inertia", "com") if k in spec]
+        if "rods" in spec and both:
+            raise ModelError(f"{what}: give either 'rods' (centre of mass and inertia from the rods) or "
+                             f"'com' and 'inertia', not both ({' and '.join(both)} beside rods)")
         if "rods" in spec:
             segs = [(side.point(a, what + ".rods"), side.point(b, what + ".rods"))
                     for a, b in spec["rods"]]
@@ -693,6 +705,8 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
             com = side.point(spec["com"], what + ".com")
         if com is None:
             raise ModelError(f"{what}: missing 'com' (or 'rods')")
+        if "rods" not in spec and "inertia" not in spec:
+            raise ModelError(f"{what}: missing 'inertia' [kg m^2] (or 'rods')")
         eul = np.radians(np.asarray(spec.get("euler_deg", [0, 0, 0]), float))
         if side.side == "right":
             eul = eul * np.array([-1.0, 1.0, -1.0])
@@ -709,10 +723,15 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
         for cand in ((ref + suffix) if suffix else ref, ref):
             if cand in body_id:
                 return body_id[cand]
-        known = sorted({_without_side(n) for n in body_id})
         where = element_line(source, what) if source else None
-        raise ModelError(f"{what} = {ref!r} is not a body (known: {', '.join(known)}; a per_side body is named "
-                         "without its _left / _right)" + (f" [{where}]" if where else ""))
+        if suffix:
+            known = sorted({_without_side(n) for n in body_id})
+            hint = "a per_side body is named without its _left / _right here"
+        else:
+            known = sorted(body_id)
+            hint = "an element under `shared` names a per_side body with its _left / _right"
+        raise ModelError(f"{what} = {ref!r} is not a body (known: {', '.join(known)}; {hint})"
+                         + (f" [{where}]" if where else ""))
 
     def add_marker(name, body, position, R):
         idx = len(markers) + 1
@@ -836,6 +855,10 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
     for s in SIDES:
         for name, spec in (per_side.get("bodies") or {}).items():
             add_body(f"{name}_{s}", spec, sides[s])
+    if per_side.get("flexible_bodies"):
+        raise ModelError("model.per_side.flexible_bodies: a flexible body is built once, under "
+                         "`shared.flexible_bodies` (e.g. a twist beam's cross member); per-side flexible "
+                         "bodies are not supported")
     flexible = []                 # (name, body index, ReducedBody, damping ratio)
     for name, spec in (shared.get("flexible_bodies") or {}).items():
         if name in body_id:
@@ -894,8 +917,9 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
         tables["steering_joints"] = per_side_bushing("steering_joint")
     lock = cfg.get("travel_lock")
     if lock:
-        if not steer:
-            raise ModelError(f"model.travel_lock = {lock!r} needs model.steering_joint (it defines the steering axis)")
+        if not (steer or rack_desc):
+            raise ModelError(f"model.travel_lock = {lock!r} needs model.steering_joint or an enabled "
+                             "model.steering_rack (they define the steering axis)")
         tables["travel_lock"] = {}
         for s in SIDES:
             body_ref(lock, f"_{s}", "model.travel_lock")

@@ -5,6 +5,7 @@ line with file:line:column; the alignment section's names are checked by
 every entry point. Oracle: the shipped axle files (every key they use is
 known) and files written here with one defect each."""
 import copy
+import glob
 import os
 
 import pytest
@@ -14,7 +15,7 @@ from kernels.model import ModelError
 from sweep import model_builder as mb
 from tests.conftest import ROOT, load_model_cfg
 
-MODELS = ["double_wishbone", "multilink", "toy_trailing_arm"]
+MODELS = sorted(os.path.basename(f)[:-5] for f in glob.glob(os.path.join(ROOT, "configs", "model", "*.yaml")))
 
 
 @pytest.mark.parametrize("name", MODELS)
