@@ -125,6 +125,19 @@ def split_loads(ds):
     return out
 
 
+def complex_of(ds, name):
+    """The complex transfer function ``name`` of a frequency-response cube,
+    joined from its stored ``<name>_real`` and ``<name>_imag`` parts (a lazy
+    xarray DataArray; ``abs(...)`` its magnitude, ``numpy.angle`` its phase
+    [rad]), with the parts' units and long name."""
+    re, im = ds[f"{name}_real"], ds[f"{name}_imag"]
+    out = re + 1j * im
+    out.name = name
+    out.attrs = {k: v for k, v in re.attrs.items() if k in ("units", "comment")}
+    out.attrs["long_name"] = re.attrs.get("long_name", name).replace(", real part", "")
+    return out
+
+
 def nmse_report(ds: xr.Dataset, ref: xr.Dataset, window=(4.9, 6.0)):
     """NMSE (method.md section 3) of the longitudinal wheel-centre displacement
     and of the longitudinal force in the reference bushings, both sides pooled,

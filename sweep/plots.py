@@ -792,3 +792,59 @@ def sobol_figure(si, path=None, dpi=120):
     if path is not None:
         save_png(fig, path, dpi=dpi)
     return fig
+
+
+def bode_figure(ds, path=None, max_variants=12, dpi=120):
+    """Bode figure of a frequency-response cube: magnitude (log-log) and phase
+    of the wheel-centre receptance along each input's own direction at the
+    input's wheel (vertical, lateral, longitudinal as present) and of the
+    largest body-mount force per unit vertical input, one line per variant
+    (at most ``max_variants``: the nominal and evenly picked others; the band
+    of all ok variants shaded). Returns the figure; ``path``: also a PNG."""
+    from sweep import status as st
+    from sweep.cube import complex_of
+    f = ds.frequency.values
+    ok = np.nonzero(np.isin(ds.status.values, (st.OK, st.IMPLAUSIBLE)))[0]
+    inputs = [str(i) for i in ds.input.values]
+    h = complex_of(ds, "wheel_centre_receptance")
+    m = complex_of(ds, "mount_transfer")
+    panels = [(f"{i} -> wheel centre {i[-1]}", "mm/kN", 1e6,
+               lambda v, i=i: h.isel(variant=v).sel(input=i, side=i[:-3], axis=i[-1]).values) for i in inputs]
+    vin = next((i for i in inputs if i.endswith("fz")), inputs[0])
+    if ds.sizes.get("mount", 0) and len(ok):
+        mag = np.abs(m.isel(variant=int(ok[0])).sel(input=vin).sel(component=["fx", "fy", "fz"]).values)
+        k, c = np.unravel_index(np.nanargmax(np.nanmax(mag, axis=0)), mag.shape[1:])
+        mount, comp = str(ds.mount.values[k]), ("fx", "fy", "fz")[c]
+        panels.append((f"{vin} -> {mount} {comp}", "N/N", 1.0,
+                       lambda v: m.isel(variant=v).sel(input=vin, mount=mount, component=comp).values))
+    fig = Figure(figsize=(4.0 * len(panels), 6.0), layout="constrained")
+    axes = fig.subplots(2, len(panels), squeeze=False, sharex=True)
+    pick = ok if len(ok) <= max_variants else ok[np.unique(np.linspace(0, len(ok) - 1, max_variants).astype(int))]
+    for j, (title, units, scale, get) in enumerate(panels):
+        am, ap = axes[0, j], axes[1, j]
+        if len(ok) > 1:
+            allv = np.array([get(int(v)) for v in ok])
+            am.fill_between(f, np.nanmin(np.abs(allv), 0) * scale, np.nanmax(np.abs(allv), 0) * scale,
+                            color="C0", alpha=0.15, lw=0, label=f"{len(ok)} ok variants")
+        for n, v in enumerate(pick):
+            z = get(int(v))
+            am.loglog(f, np.abs(z) * scale, lw=1.2 if n == 0 else 0.7, color="C0" if n == 0 else "0.45",
+                      label=f"variant {int(v)}" if n < 3 else None)
+            ap.semilogx(f, np.degrees(np.angle(z)), lw=1.2 if n == 0 else 0.7, color="C0" if n == 0 else "0.45")
+        am.set_title(title, fontsize=9)
+        am.set_ylabel(f"magnitude [{units}]")
+        ap.set_ylabel("phase [deg]")
+        ap.set_xlabel("frequency [Hz]")
+        ap.set_ylim(-185, 185)
+        ap.set_yticks([-180, -90, 0, 90, 180])
+        for ax in (am, ap):
+            ax.grid(True, which="both", lw=0.3, color="0.85")
+        am.legend(fontsize=7)
+    if not len(ok):
+        fig.text(0.5, 0.5, "no variant finished: nothing to draw", ha="center", fontsize=12)
+    a = ds.attrs
+    fig.suptitle(f"Frequency response - {a.get('model', '')}: {len(ok)} of {ds.sizes['variant']} variant(s) ok; "
+                 "linearised at the static equilibrium under the load case's wheel loads", fontsize=10)
+    if path is not None:
+        save_png(fig, path, dpi=dpi)
+    return fig

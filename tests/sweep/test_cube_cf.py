@@ -36,6 +36,7 @@ KINDS = {
     "time_response": ["loadcase.t_start=4.99", "loadcase.t_end=5.01", "sweep.start=null", "sweep.every=null"],
     "kc": ["loadcase=kc_wheel_travel", "loadcase.steps=3"],
     "modes": ["loadcase=modes", "loadcase.n_modes=4"],
+    "frf": ["loadcase=frf", "loadcase.frequencies.n=4"],
 }
 EXPECTED_UNITS = {"pf": "1", "rm": "N/m", "hp": "m", "mix": "none"}
 
@@ -115,8 +116,12 @@ def test_cube_is_cf_and_pint_clean(cubes, name):
         assert units["travel"] == "meter" and units["toe_per_aligning_torque"] == "degree / hectonewton / meter"
         assert units["wheel_load"] is None and units["compliance_matrix"] is None
         assert "rad/(N m)" in ds.compliance_matrix.attrs["comment"]
-    else:
+    elif name == "modes":
         assert units["frequency"] == "hertz" and units["mode"] == "dimensionless"
+    else:
+        assert units["frequency"] == "hertz" and units["wheel_centre_receptance_real"] == "meter / newton"
+        assert units["toe_receptance_imag"] == "radian / newton" and units["mount_transfer_real"] is None
+        assert "N m/N (mx, my, mz)" in ds.mount_transfer_real.attrs["comment"]
 
 
 @pytest.mark.parametrize("name, force, moment", [("time_response", "bushing_force", "bushing_moment"),

@@ -1,0 +1,284 @@
+"""The frequency-response job kind: what each variant of the axle transmits,
+over frequency, from the wheel centre to the wheel and to the body mounts.
+
+``python -m sweep loadcase=frf sweep=lhs sweep.n_variants=64``
+
+Per variant (:func:`make_variant`): apply the parameters, find the static
+equilibrium under the load case's wheel loads (force control, the state the
+time response starts from), linearise eq. (1) there at rest and solve the
+harmonic steady state on the frequency grid (:func:`kernels.frf.frequency_response`,
+one complex solve of the velocity coordinates per frequency) for unit
+harmonic wheel-centre forces (``loadcase.inputs``, e.g. ``left_fz``). The
+outputs per frequency and input: the wheel-centre receptance (x, y, z per
+side) [m/N], toe and camber per side [rad/N] (dynamic compliance steer), and
+the force and torque of every body-mount bushing (a bushing whose second
+body is the chassis; ``loadcase.mounts`` names others) on the body,
+elastic and damping parts together [N/N, N m/N].
+
+Cube: dims ``variant``, ``frequency`` [Hz], ``input``, ``side``, ``axis``,
+``mount``, ``component``; complex transfer functions as real and imaginary
+parts (``*_real``, ``*_imag``; magnitude and phase: ``sweep.cube.complex_of``),
+``status``, ``equilibrium_iterations``, one variable per swept parameter;
+a Bode figure of the left wheel's vertical receptance and the largest mount
+force beside the cube. Everything around it (chunks, store, resume, stops)
+is the one job pipeline, :func:`sweep.engine.run`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from omegaconf import OmegaConf
+
+from kernels import frf, statics
+from kernels.names import AXES, COMPONENTS, SIDES
+from sweep import cube, cube_schema, status
+from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
+from sweep.design import make_design
+from sweep.engine import layout, log_run, mapping
+from sweep.engine.layout import Channel
+from sweep.kinds.base import JobKind, Plan, Runner, static_limits
+from sweep.loadcase import _loads
+from sweep.model_builder import model_from_config
+from sweep.params import build_parameters
+from sweep.schema import ConfigError, Float, Int, Map, Str
+
+log = logging.getLogger("sweep")
+
+NAME = "frf"
+KNOWN_KEYS = {"name", "kind", "description", "wheel_loads", "frequencies", "inputs", "mounts",
+              "tolerance", "max_iterations"}
+FORCE_INPUTS = tuple(n for n in frf.INPUTS if n[-2] == "f")     # wheel-centre forces only
+MOUNT_UNITS = "mixed units: N/N (fx, fy, fz), N m/N (mx, my, mz) per unit input force, per component"
+
+
+def _pair(name, dims, units, what, comment=""):
+    return [Channel(f"{name}_{part}", dims, units, f"{what}, {part} part", comment=comment)
+            for part in ("real", "imag")]
+
+
+CHANNELS = [
+    *_pair("wheel_centre_receptance", ("input", "side", "axis"), "m/N",
+           "wheel-centre displacement per unit harmonic input force (receptance)"),
+    *_pair("toe_receptance", ("input", "side"), "rad/N", "toe angle (DIN 70000) per unit harmonic input force"),
+    *_pair("camber_receptance", ("input", "side"), "rad/N",
+           "camber angle (DIN 70000) per unit harmonic input force"),
+    *_pair("mount_transfer", ("input", "mount", "component"), layout.MIXED_UNITS,
+           "force and torque of the mount bushing on the body per unit harmonic input force", MOUNT_UNITS),
+]
+
+
+def load_case(lc: dict, model) -> dict:
+    """Validate an FRF load case against the model; one-line :class:`ConfigError` naming the key."""
+    for key in lc:
+        if key not in KNOWN_KEYS:
+            raise ConfigError(f"loadcase.{key}: unknown key for a frequency-response load case "
+                              f"(known: {', '.join(sorted(KNOWN_KEYS))})")
+    u = _loads(lc.get("wheel_loads"), "loadcase.wheel_loads")
+    fr = lc.get("frequencies") or {}
+    if not isinstance(fr, dict) or set(fr) - {"min", "max", "n", "spacing"}:
+        raise ConfigError(f"loadcase.frequencies = {fr!r} must be a mapping of min, max [Hz], n, spacing")
+    f_min = Float(gt=0, unit="Hz").check(fr.get("min", 0.5), "loadcase.frequencies.min")
+    f_max = Float(gt=0, unit="Hz").check(fr.get("max", 100.0), "loadcase.frequencies.max")
+    n = fr.get("n", 100)
+    if not isinstance(n, int) or n < 2:
+        raise ConfigError(f"loadcase.frequencies.n = {n!r} must be an integer >= 2")
+    if not f_max > f_min:
+        raise ConfigError(f"loadcase.frequencies.max = {f_max} must be greater than min = {f_min} [Hz]")
+    spacing = fr.get("spacing", "log")
+    if spacing not in ("log", "linear"):
+        raise ConfigError(f"loadcase.frequencies.spacing = {spacing!r} must be log or linear")
+    f = np.geomspace(f_min, f_max, n) if spacing == "log" else np.linspace(f_min, f_max, n)
+    inputs = list(lc.get("inputs") or ["left_fx", "left_fy", "left_fz"])
+    for name in inputs:
+        if name not in FORCE_INPUTS:
+            raise ConfigError(f"loadcase.inputs: {name!r} is not an input (known: {', '.join(FORCE_INPUTS)})")
+    if len(set(inputs)) != len(inputs):
+        raise ConfigError(f"loadcase.inputs = {inputs}: an input is listed twice")
+    topo = model.topology
+    names = list(topo.bushing_names)
+    if lc.get("mounts") is None:
+        mounts = [n for i, n in enumerate(names) if topo.bushing_bodies[i, 1] == topo.n_bodies]
+    else:
+        mounts = list(lc["mounts"])
+        for name in mounts:
+            if name not in names:
+                raise ConfigError(f"loadcase.mounts: {name!r} is not a bushing of model {topo.name} "
+                                  f"(known: {', '.join(names)})")
+    tol = Float(gt=0, unit="N").check(lc.get("tolerance", 1e-6), "loadcase.tolerance")
+    max_iter = lc.get("max_iterations", 60)
+    if not isinstance(max_iter, int) or max_iter < 1:
+        raise ConfigError(f"loadcase.max_iterations = {max_iter!r} must be an integer >= 1")
+    return dict(u=u, frequency=f, inputs=np.array([frf.INPUTS.index(i) for i in inputs], np.int32),
+                input_names=inputs, mounts=np.array([names.index(m) for m in mounts], np.int32),
+                mount_names=mounts, tol=tol, max_iter=max_iter)
+
+
+def _plan(cfg) -> Plan:
+    model = model_from_config(cfg.model)
+    lc = load_case(OmegaConf.to_container(cfg.loadcase, resolve=True), model)
+    lc["limits"] = static_limits(cfg)
+    sw = OmegaConf.to_container(cfg.sweep, resolve=True)
+    pset = build_parameters(sw.get("parameters") or {}, model)
+    X = make_design(sw, pset)
+    nf, ni, nm = len(lc["frequency"]), len(lc["inputs"]), len(lc["mounts"])
+    shapes = {}
+    for c in CHANNELS:
+        sizes = {"input": ni, "side": 2, "axis": 3, "mount": nm, "component": 6}
+        shapes[c.name] = tuple(sizes[d] for d in c.dims)
+    shard, nsh, n_dev, C = mapping.chunking(sw, len(X), layout.output_bytes(CHANNELS, shapes, nf),
+                                            model.topology.n_dof, max_devices=None)
+    coords = {
+        "variant": (np.arange(len(X), dtype=np.int64), {}),
+        "frequency": (lc["frequency"], {"units": "Hz", "long_name": "frequency of the harmonic input"}),
+        "input": (np.array(lc["input_names"]), {"long_name": "harmonic input: unit force at a wheel centre, "
+                                                "vehicle frame (side_component)"}),
+        "side": (np.array(SIDES), {}),
+        "axis": (np.array(AXES), {}),
+        "mount": (np.array(lc["mount_names"]), {"long_name": "bushing whose force on the body is output"}),
+        "component": (np.array(COMPONENTS), {}),
+    }
+    return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C,
+                n_dev=n_dev, micro_batch=None, channels=tuple(CHANNELS), shapes=shapes, coords=coords,
+                lead=(("frequency", nf, nf),), iterations_long_name="Newton iterations of the static equilibrium",
+                case=lc)
+
+
+def run_inputs(model, lc):
+    """The tree whose values a lifted runner reads at run time: the model and
+    the load case (wheel loads, frequencies, tolerances; input and mount
+    indices are integers: structure)."""
+    return (model, {k: lc[k] for k in ("u", "frequency", "inputs", "mounts", "tol", "max_iter", "limits")})
+
+
+def make_variant(model, pset, lc):
+    """theta (P,) -> (outputs, status, Newton iterations of the static equilibrium)."""
+    def variant(theta):
+        m = pset.apply(model, theta)
+        st = statics.static_equilibrium(m, lc["u"], tol=lc["tol"], max_iter=lc["max_iter"])
+        res = frf.frequency_response(m, st.r, lc["u"], 2 * jnp.pi * lc["frequency"], lc["inputs"], lc["mounts"])
+        wc = jnp.moveaxis(res.wheel_centre, -1, 1)                 # (nf, input, side, axis)
+        tc = jnp.moveaxis(res.toe_camber, -1, 1)                   # (nf, input, angle, side)
+        mt = jnp.moveaxis(res.bushing, -1, 1)                      # (nf, input, mount, component)
+        out = {}
+        for name, z in (("wheel_centre_receptance", wc), ("toe_receptance", tc[:, :, 0]),
+                        ("camber_receptance", tc[:, :, 1]), ("mount_transfer", mt)):
+            out[f"{name}_real"], out[f"{name}_imag"] = jnp.real(z), jnp.imag(z)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in out.values()]))
+        plausible = statics_plausible(m, st.r, lc["limits"])
+        code = jnp.where(~st.converged, status.EQUILIBRIUM_FAILED, jnp.where(
+            ~finite, status.NON_FINITE, jnp.where(plausible, status.OK, status.IMPLAUSIBLE))).astype(jnp.int8)
+        good = (code == status.OK) | (code == status.IMPLAUSIBLE)
+        out = jax.tree_util.tree_map(lambda a: jnp.where(good, a, jnp.nan), out)
+        return out, code, st.iterations
+    return variant
+
+
+def statics_plausible(model, r, limits):
+    """The free static state's plausibility (wheel centres, toe, camber, stops), as the time response's."""
+    from kernels import kc
+    return kc.static_state_plausible(model, r, limits)
+
+
+def chunk_runner(model, pset, lc, n_dev=1, lifted=False):
+    """jit(vmap(variant)) over a chunk of rows; ``lifted``: rows ``[theta |
+    values]``, values = ``Lifted(run_inputs(model, lc)).vector``."""
+    P = len(pset)
+    lift = None
+    if lifted:
+        from sweep.engine.values import Lifted
+        lift = Lifted(run_inputs(model, lc))
+
+    def variant(row):
+        if lift is None:
+            return make_variant(model, pset, lc)(row)
+        theta, (mdl, case) = lift.split(row, P)
+        return make_variant(mdl, pset, {**lc, **case})(theta)
+    return mapping.map_variants(variant, n_dev)
+
+
+def report(ds, cfg, s):
+    """Log the FRF job summary and draw the Bode figure beside the cube."""
+    a = ds.attrs
+    log.info(f"model {a['model']}: {a['n_bodies']} bodies{flexible_note(a)}, {a['n_force_elements']} force elements, "
+             f"{a['n_dof']} DOF; frequency response {float(ds.frequency[0]):g}-{float(ds.frequency[-1]):g} Hz, "
+             f"{ds.sizes['frequency']} frequencies, inputs {', '.join(map(str, ds.input.values))}; design "
+             f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
+    codes = ds.status.values
+    log_run(log, s, codes, KIND.status)
+    ok = np.nonzero(np.isin(codes, (status.OK, status.IMPLAUSIBLE)))[0]
+    if len(ok):
+        v = int(ok[0])
+        h = cube.complex_of(ds, "wheel_centre_receptance").isel(variant=v)
+        for inp in ds.input.values:
+            side, axis = str(inp)[:-3], str(inp)[-1]
+            mag = np.abs(h.sel(input=inp, side=side, axis=axis).values)
+            k = int(np.nanargmax(mag))
+            log.info(f"variant {v}: {inp} -> wheel centre {axis}: peak {mag[k] * 1e6:.4g} mm/kN at "
+                     f"{float(ds.frequency[k]):.3g} Hz (static {mag[0] * 1e6:.4g} mm/kN)")
+    log.info(f"result cube: {os.path.abspath(s['path'])}")
+    cube_schema.warn(ds, KIND.channels)
+    from sweep.plots import needs_drawing
+    png = s["path"].rstrip("/")[:-5] + ".png"
+    if needs_drawing(ds, s, png):
+        try:
+            from sweep.plots import bode_figure
+            bode_figure(ds, png)
+            log.info(f"Bode figure: {os.path.abspath(png)}")
+        except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
+            log.warning(f"warning: Bode figure failed: {err}")
+
+
+class FrequencyResponse(JobKind):
+    name = NAME
+    channels = tuple(CHANNELS)
+    status = (status.NOT_RUN, status.OK, status.EQUILIBRIUM_FAILED, status.NON_FINITE, status.IMPLAUSIBLE)
+    loadcase = Map({"name": Str(), "kind": Str(), "description": Str(), "max_iterations": Int(),
+                    "tolerance": Float(gt=0, unit="N")})
+    unused = ("start", "every")     # no time axis
+    drop = ("integrator",)          # no time integration
+
+    def plan(self, cfg):
+        return _plan(cfg)
+
+    def runner(self, plan):
+        lc, topo, n_dev = plan.case, plan.model.topology, plan.n_dev
+        fn = chunk_runner(plan.model, plan.pset, lc, n_dev, lifted=True)
+        what = (f"frequency-response chunk runner: {topo.name} ({topo.n_dof} DOF), static equilibrium + "
+                f"{len(lc['frequency'])} complex solves of {topo.n_dof} coordinates, {plan.chunk} variant(s) "
+                f"per chunk on " + (mapping.devices_note(n_dev) if n_dev > 1 else "one device"))
+        from sweep.engine.values import run_values
+        from sweep.tracecache import fingerprint
+        vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
+        key = fingerprint(NAME, plan.chunk, structure, plan.n_dev)
+        return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + size)), what, key=key, values=vals)
+
+    def static_state(self, model, cfg):
+        """The free static equilibrium under the load case's wheel loads."""
+        u = _loads(OmegaConf.to_container(cfg.loadcase, resolve=True).get("wheel_loads"), "loadcase.wheel_loads")
+        return jax.jit(statics.static_equilibrium)(model, jnp.asarray(u)).r, False
+
+    def summary(self, plan):
+        return {"n_frequencies": len(plan.case["frequency"])}
+
+    def attrs(self, plan, cfg_yaml):
+        topo = plan.model.topology
+        u = plan.case["u"]
+        return {"n_bodies": int(topo.n_physical_bodies), "n_modal_coordinates": int(topo.n_modal_coordinates),
+                "n_force_elements": int(topo.n_force_elements), "n_dof": int(topo.n_dof), "model": topo.name,
+                "config": cfg_yaml, "cube_kind": NAME, "Conventions": CF_CONVENTIONS,
+                "linearised_at": "static equilibrium under the load case's wheel loads (force control), at rest: "
+                                 f"left {u[0].tolist()}, right {u[1].tolist()} N, N m",
+                "transfer_functions": "complex amplitudes of the steady-state response to a unit harmonic "
+                                      "input force F e^(i 2 pi f t): *_real and *_imag parts; "
+                                      "sweep.cube.complex_of(ds, name) joins them",
+                "parameters": list(plan.pset.names), "chunk_size": int(plan.chunk), **provenance()}
+
+    def report(self, ds, cfg, s):
+        report(ds, cfg, s)
+
+
+KIND = FrequencyResponse()
