@@ -798,7 +798,8 @@ def bode_figure(ds, path=None, max_variants=12, dpi=120):
     """Bode figure of a frequency-response cube: magnitude (log-log) and phase
     of the wheel-centre receptance along each input's own direction at the
     input's wheel (vertical, lateral, longitudinal as present) and of the
-    largest body-mount force per unit vertical input, one line per variant
+    largest body-mount force per unit vertical input (phase unwrapped over
+    frequency), one line per variant
     (at most ``max_variants``: the nominal and evenly picked others; the band
     of all ok variants shaded). Returns the figure; ``path``: also a PNG."""
     from sweep import status as st
@@ -830,13 +831,14 @@ def bode_figure(ds, path=None, max_variants=12, dpi=120):
             z = get(int(v))
             am.loglog(f, np.abs(z) * scale, lw=1.2 if n == 0 else 0.7, color="C0" if n == 0 else "0.45",
                       label=f"variant {int(v)}" if n < 3 else None)
-            ap.semilogx(f, np.degrees(np.angle(z)), lw=1.2 if n == 0 else 0.7, color="C0" if n == 0 else "0.45")
+            ph = np.degrees(np.unwrap(np.angle(z)))          # continuous over frequency, start in (-180, 180]
+            ph -= 360.0 * np.round(ph[0] / 360.0)
+            ap.semilogx(f, ph, lw=1.2 if n == 0 else 0.7, color="C0" if n == 0 else "0.45")
         am.set_title(title, fontsize=9)
         am.set_ylabel(f"magnitude [{units}]")
         ap.set_ylabel("phase [deg]")
         ap.set_xlabel("frequency [Hz]")
-        ap.set_ylim(-185, 185)
-        ap.set_yticks([-180, -90, 0, 90, 180])
+        ap.yaxis.set_major_locator(matplotlib.ticker.MultipleLocator(90))
         for ax in (am, ap):
             ax.grid(True, which="both", lw=0.3, color="0.85")
         am.legend(fontsize=7)

@@ -12,8 +12,9 @@ harmonic wheel-centre forces (``loadcase.inputs``, e.g. ``left_fz``). The
 outputs per frequency and input: the wheel-centre receptance (x, y, z per
 side) [m/N], toe and camber per side [rad/N] (dynamic compliance steer), and
 the force and torque of every body-mount bushing (a bushing whose second
-body is the chassis; ``loadcase.mounts`` names others) on the body,
-elastic and damping parts together [N/N, N m/N].
+body is the chassis; ``loadcase.mounts`` names others) on its second body -
+the body - elastic and damping parts together [N/N, N m/N] (minus the
+force on its first body: the two markers coincide).
 
 Cube: dims ``variant``, ``frequency`` [Hz], ``input``, ``side``, ``axis``,
 ``mount``, ``component``; complex transfer functions as real and imaginary
@@ -67,7 +68,8 @@ CHANNELS = [
     *_pair("camber_receptance", ("input", "side"), "rad/N",
            "camber angle (DIN 70000) per unit harmonic input force"),
     *_pair("mount_transfer", ("input", "mount", "component"), layout.MIXED_UNITS,
-           "force and torque of the mount bushing on the body per unit harmonic input force", MOUNT_UNITS),
+           "force and torque of the mount bushing on its second body (the chassis for a body mount), vehicle "
+           "frame, per unit harmonic input force", MOUNT_UNITS),
 ]
 
 
@@ -162,7 +164,7 @@ def make_variant(model, pset, lc):
         res = frf.frequency_response(m, st.r, lc["u"], 2 * jnp.pi * lc["frequency"], lc["inputs"], lc["mounts"])
         wc = jnp.moveaxis(res.wheel_centre, -1, 1)                 # (nf, input, side, axis)
         tc = jnp.moveaxis(res.toe_camber, -1, 1)                   # (nf, input, angle, side)
-        mt = jnp.moveaxis(res.bushing, -1, 1)                      # (nf, input, mount, component)
+        mt = -jnp.moveaxis(res.bushing, -1, 1)     # (nf, input, mount, component): on the second body
         out = {}
         for name, z in (("wheel_centre_receptance", wc), ("toe_receptance", tc[:, :, 0]),
                         ("camber_receptance", tc[:, :, 1]), ("mount_transfer", mt)):
