@@ -1,5 +1,7 @@
-"""The frequency response of a real axle against a stepped-sine run of the
-nonlinear equations of motion: the toy axle at its static equilibrium under
+"""The frequency response of a real axle: its low-frequency end against
+finite differences of the static equilibrium (kernels.statics under a
+changed wheel load), and a stepped-sine run of the nonlinear equations of
+motion: the toy axle at its static equilibrium under
 3.5 kN per wheel, a small harmonic vertical force at the left wheel centre
 (20 N, the linear range), integrated by scipy's Radau (rtol 1e-9; an
 integrator independent of the project's) until the transient has died out;
@@ -67,3 +69,28 @@ def test_stepped_sine_equals_the_frequency_response():
         for name, got, want in zip(("wheel centre z", "toe"), measured, predicted):
             assert abs(got - want) <= 0.005 * abs(want), (f, name, got, want)
             assert abs(np.degrees(np.angle(got / want))) < 0.5, (f, name, got, want)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    model = build_model(build_tables(load_model_cfg("toy_trailing_arm")))
+    u = jnp.zeros((2, 6)).at[:, 2].set(3500.0)
+    st = jax.jit(statics.static_equilibrium)(model, u)
+    assert bool(st.converged)
+    return model, u, st.r
+
+
+def test_low_frequency_limit_equals_the_static_compliance_by_finite_differences(toy):
+    model, u, r = toy
+    inputs = [frf.INPUTS.index(n) for n in ("left_fx", "left_fy", "left_fz")]
+    low = np.asarray(jax.jit(lambda r: frf.frequency_response(model, r, u, jnp.array([2 * np.pi * 1e-3]),
+                                                              inputs).wheel_centre)(r))[0]
+    stat = np.asarray(jax.jit(lambda r: frf.static_compliance(model, r, u, inputs))(r))
+    np.testing.assert_allclose(low.real, stat, rtol=1e-5, atol=1e-12)
+    solve = jax.jit(lambda uu: statics.static_equilibrium(model, uu, r_start=r, tol=1e-9).r)
+    wheel = model.topology.wheel_slots
+    for j, i in enumerate(inputs):
+        h = 10.0                                                      # N
+        du = jnp.zeros(12).at[i].set(h).reshape(2, 6)
+        fd = (np.asarray(solve(u + du))[wheel, :3] - np.asarray(solve(u - du))[wheel, :3]) / (2 * h)
+        np.testing.assert_allclose(stat[:, :, j], fd, rtol=1e-4, atol=1e-10)
