@@ -26,14 +26,19 @@ A hardpoint offset (``target: hardpoint``)::
     side: both                     # both (default: left as given, right mirrored) | left | right
     nominal: 0.0                   # offset [m] in the left side's frame
     bounds: [-0.01, 0.01]
+    alignment: hold                # hold (default) | realign
 
 moves the points before the model is built, per variant: everything that
 follows from the geometry (body frames, rod inertias, marker and element
 frames, reference lengths, the design position) follows, exactly as a
 model file with the points moved by hand (:func:`sweep.model_builder.build_tables`).
 The variant's values reach the compiled program at run time
-(:mod:`sweep.engine.values`); the alignment shims of the model file are
-held (a moved tie-rod point changes the static toe, as on the car).
+(:mod:`sweep.engine.values`). ``alignment: hold`` keeps the alignment shims
+and seat offset of the model file (a moved tie-rod point changes the static
+toe, as on the car); ``realign`` solves each variant's static alignment
+again - toe, camber and ride height at the design wheel load, as
+``python -m sweep.align`` does (what a designer comparing layouts wants) -
+on the host before the variant runs (:func:`sweep.alignment.variant_config`).
 
 A registered force-element group (``kernels.forces.register_group``) adds the
 targets ``<group>.<target>`` it declares in ``ElementGroup.targets`` (scale
@@ -75,7 +80,7 @@ TARGETS = {
 }
 VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c", "damper.friction": "pp_friction"}
 KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "scale"}
-HARDPOINT_KEYS = {"target", "points", "axis", "side", "nominal", "bounds", "scale"}
+HARDPOINT_KEYS = {"target", "points", "axis", "side", "nominal", "bounds", "scale", "alignment"}
 HARDPOINT = "hardpoint"
 AXES = ("x", "y", "z")
 
@@ -91,6 +96,7 @@ class Parameter:
     lower: float
     upper: float
     scale: str
+    alignment: str = "hold"     # hardpoint parameters: hold the file's alignment or realign per variant
 
     def to_unit(self, x):
         x = np.asarray(x, float)
@@ -147,6 +153,12 @@ class ParameterSet:
         """[(column, parameter)] of the hardpoint offsets (applied when the
         model is built, not by :meth:`apply`)."""
         return [(i, p) for i, p in enumerate(self.params) if p.target == HARDPOINT]
+
+    @property
+    def realign(self):
+        """True when a hardpoint parameter asks for each variant's static
+        alignment to be solved again (``alignment: realign``)."""
+        return any(p.alignment == "realign" for _, p in self.hardpoints)
 
     def hardpoint_offsets(self, theta):
         """(name, side, (3,) offset [m]) of each moved point for the parameter
@@ -379,5 +391,13 @@ def _hardpoint_parameter(name, p, model):
         raise ConfigError(f"{what}.scale = {p['scale']!r}: a hardpoint offset is sampled on a linear scale")
     if not lo <= nominal <= hi:
         raise ConfigError(f"{what}.nominal = {nominal} is outside bounds [{lo}, {hi}]")
+    alignment = p.get("alignment", "hold")
+    if alignment not in ("hold", "realign"):
+        raise ConfigError(f"{what}.alignment = {alignment!r} must be hold (the model file's shims and seat "
+                          "offset) or realign (toe, camber and ride height solved again per variant)")
+    if alignment == "realign":
+        if side != "both":
+            raise ConfigError(f"{what}.alignment = realign needs side: both (the alignment is solved for the "
+                              "left side and mirrored)")
     return Parameter(name, HARDPOINT, None, (tuple(points), AXES.index(axis), side), "value", nominal, lo, hi,
-                     "linear")
+                     "linear", alignment)

@@ -144,16 +144,28 @@ class PerVariant:
         from sweep.model_builder import _plain
         self.cfg = _plain(model_cfg)
         self.pset, self.tree_of, self.template = pset, tree_of, template
+        if pset.realign:
+            from sweep.alignment import check_realign
+            check_realign(self.cfg)
         self._memo = {}
         self._pending = None
         self._pool = None
 
     def row(self, theta):
+        from sweep.alignment import variant_config
         from sweep.model_builder import model_from_config
         offsets = self.pset.hardpoint_offsets(theta)
         key = tuple((n, s, tuple(d)) for n, s, d in offsets)
         if key not in self._memo:
-            lift = Lifted(self.tree_of(model_from_config(self.cfg, hardpoint_offsets=offsets)))
+            cfg, offsets, why = variant_config(self.cfg, self.pset, theta)
+            if cfg is None:            # the re-alignment failed: NaN values, the variant fails, the job runs on
+                import logging
+                logging.getLogger("sweep").warning(
+                    f"warning: hardpoint variant {dict(zip(self.pset.names, np.round(theta, 6).tolist()))}: "
+                    f"re-alignment failed ({why}); the variant is flagged")
+                self._memo[key] = np.full(self.template.size, np.nan)
+                return self._memo[key]
+            lift = Lifted(self.tree_of(model_from_config(cfg, hardpoint_offsets=offsets)))
             t = self.template
             same = (lift.treedef == t.treedef and lift.size == t.size
                     and [s and s[:3] for s in lift.slots] == [s and s[:3] for s in t.slots]

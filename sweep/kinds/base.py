@@ -204,7 +204,9 @@ def static_limits(cfg):
 def variant_model(ds, cfg, v):
     """The model of variant ``v`` of a cube: the job's model with the
     variant's parameter values (``ds[<parameter>]``) - hardpoints moved in
-    the build, the rest applied (:meth:`sweep.params.ParameterSet.apply`)."""
+    the build (and the alignment solved again where a hardpoint parameter
+    says ``alignment: realign``; the file's where that fails), the rest
+    applied (:meth:`sweep.params.ParameterSet.apply`)."""
     from omegaconf import OmegaConf
     from sweep.model_builder import model_from_config
     from sweep.params import build_parameters
@@ -212,6 +214,10 @@ def variant_model(ds, cfg, v):
     spec = OmegaConf.to_container(cfg.sweep, resolve=True).get("parameters") or {}
     pset = build_parameters(spec, nominal)
     theta = np.array([float(ds[p.name].values[v]) for p in pset.params])
-    model = model_from_config(cfg.model, hardpoint_offsets=pset.hardpoint_offsets(theta)) \
-        if pset.hardpoints else nominal
+    model = nominal
+    if pset.hardpoints:
+        from sweep.alignment import variant_config
+        from sweep.model_builder import _plain
+        mcfg, offsets, _ = variant_config(_plain(cfg.model), pset, theta)
+        model = model_from_config(mcfg if mcfg is not None else cfg.model, hardpoint_offsets=offsets or ())
     return pset.apply(model, theta)

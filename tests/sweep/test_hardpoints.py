@@ -91,11 +91,25 @@ def test_a_reference_length_follows_a_moved_spring_seat():
     ({"points": ["PR"], "axis": "z", "side": "up", "bounds": [-0.01, 0.01]}, r"side = 'up' must be both, left or right"),
     ({"points": ["PR"], "axis": "z", "bounds": [-0.01, 0.01], "scale": "log"}, r"linear scale"),
     ({"points": ["PR"], "axis": "z", "bounds": [-0.01, 0.01], "elements": "x"}, r"h.elements: unknown key"),
+    ({"points": ["PR"], "axis": "z", "bounds": [-0.01, 0.01], "alignment": "yes"}, r"alignment = 'yes' must be hold"),
+    ({"points": ["PR"], "axis": "z", "side": "left", "bounds": [-0.01, 0.01], "alignment": "realign"},
+     r"alignment = realign needs side: both"),
 ])
 def test_a_bad_hardpoint_parameter_is_refused_naming_the_field(spec, match):
     _, model = build("model=toy_trailing_arm")
     with pytest.raises(ConfigError, match=match):
         build_parameters({"h": {"target": "hardpoint", **spec}}, model)
+
+
+def test_realign_needs_the_models_alignment_targets():
+    """The toy axle states no alignment: a re-aligning hardpoint design is
+    refused before anything runs, naming the missing section."""
+    cfg, model = build("model=toy_trailing_arm")
+    pset = build_parameters({"h": {"target": "hardpoint", "points": ["PR"], "axis": "z", "bounds": [-0.01, 0.01],
+                                   "alignment": "realign"}}, model)
+    assert pset.realign
+    with pytest.raises(ConfigError, match=r"model\.alignment: the model states no alignment targets"):
+        PerVariant(cfg.model, pset, lambda m: m, Lifted(model))
 
 
 def test_a_point_defined_along_others_is_refused():
