@@ -17,6 +17,9 @@
 #   c. pytest, the fast tier of tests/kernels
 #   d. (time permitting) benchmarks/sweep_throughput.py, the engine's chunk runner
 # Switches: SKIP_ENV=1 (no step a), SKIP_TESTS=1 (no steps c and d),
+# DRIVER=job: step b runs benchmarks/job_throughput.py (the whole job as a
+# user runs it, 4096 and 65,536 variants, both axles; its CPU form runs in
+# CI: tests/e2e/test_job_throughput_script.py; steps c and d skipped),
 # DRIVER=remeasure: step b runs benchmarks/gpu_remeasure.py instead (the
 # re-measurement after the dense-solve fix: solves at 1024 first, then the
 # runners compiled 6 at a time and timed, the chunk runner included; steps c
@@ -332,7 +335,15 @@ log("driver done")
 sys.stdout.flush()
 os._exit(0)        # do not wait for compiles still running in the background
 PY
-if [ "$DRIVER" = remeasure ]; then
+if [ "$DRIVER" = job ]; then
+stamp "b. benchmarks/job_throughput.py (the whole job: equilibria, integration, store)"
+T=$(( $(left) - 5 ))
+echo "driver timeout $T s"
+timeout -k 5 $T python3 benchmarks/job_throughput.py --out-dir "$OUT" --timeout $(( T / 3 )) \
+    --models double_wishbone multilink --variants 4096 65536
+echo "rc(job_throughput)=$?"
+SKIP_TESTS=1
+elif [ "$DRIVER" = remeasure ]; then
 stamp "b. benchmarks/gpu_remeasure.py (after the dense-solve fix)"
 T=$(( $(left) - 5 ))
 echo "driver timeout $T s"

@@ -40,6 +40,31 @@ def run(kind, cfg, cfg_yaml, progress=None):
     return summary
 
 
+def _memory_note():
+    """Peak memory of this process (host RSS) and of the first accelerator, where JAX reports it."""
+    import resource
+    import sys
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    note = f"peak memory: host {rss / 2 ** 30:.2f} GiB"
+    try:
+        import jax
+        dev = jax.devices()[0]
+        stats = dev.memory_stats() if dev.platform != "cpu" else None
+        if stats and "peak_bytes_in_use" in stats:
+            note += f", {dev.platform} device {stats['peak_bytes_in_use'] / 2 ** 30:.2f} GiB"
+    except Exception:  # noqa: BLE001 - a note, never a failure
+        pass
+    return note
+
+
+def log_split(log, s):
+    """Log where a run's time went (the summary's compute_s, write_s,
+    write_wait_s) and the peak memory."""
+    if "compute_s" in s:
+        log.info(f"run split: chunks computing {s['compute_s']:.2f} s, writing {s['write_s']:.2f} s in the "
+                 f"writer thread (the run waited {s['write_wait_s']:.2f} s for it); {_memory_note()}")
+
+
 def log_run(log, s, status, codes=None):
     """Log what a job run did (wall time, or that nothing was left) and the
     status counts of its cube (``codes``: the kind's status codes)."""
@@ -48,6 +73,7 @@ def log_run(log, s, status, codes=None):
         log.info(f"wall time: compile {s['compile_s']:.2f} s, run {s['run_s']:.2f} s for "
                  f"{s['variants_run']} variant(s) ({rate:.2f} variants/s); chunks of {s['chunk']} "
                  f"on {s['devices']} device(s)")
+        log_split(log, s)
     else:
         log.info(f"{s['path']}: nothing to run for this shard, every chunk is complete")
     log.info("status: " + status_table.counts(status, codes))

@@ -157,7 +157,8 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
     A tqdm bar shows variants done, variants/s and ETA. A write error (disk
     full, ...) ends the job with one line (:class:`sweep.store.StoreError`);
     the chunk being written is not flagged, the store stays consistent.
-    Updates and returns ``summary`` (variants_run, run_s)."""
+    Updates and returns ``summary`` (variants_run, run_s; the split
+    compute_s, write_s, write_wait_s)."""
     from concurrent.futures import ThreadPoolExecutor
     X, C, pset = plan.X, plan.chunk, plan.pset
     n = len(X)
@@ -171,10 +172,23 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
     tic = time.perf_counter()
     writer = ThreadPoolExecutor(1, thread_name_prefix="sweep-writer")
     pending = None
+    # the time split of the run (seconds): chunks computing (the runner,
+    # incl. host-side work it waits for), the writer thread writing, and the
+    # main thread waiting for a write to finish (what the overlap did not hide)
+    for key in ("compute_s", "write_s", "write_wait_s"):
+        summary.setdefault(key, 0.0)
+
+    def timed_write(k, a, data):
+        t0 = time.perf_counter()
+        try:
+            return store.write_chunk(k, a, data)
+        finally:
+            summary["write_s"] += time.perf_counter() - t0
 
     def finish(p):
         """Wait for the write of a chunk, then count it (bar, summary, test hook)."""
         fut, k, a, b, written = p
+        t0 = time.perf_counter()
         try:
             ctx.wait(fut.result, doing="the chunk being written")
         except OSError as err:
@@ -186,6 +200,7 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
                 "to resume") from None
         finally:
             ctx.pending_write = None
+            summary["write_wait_s"] += time.perf_counter() - t0
         summary["variants_run"] += b - a
         if bar is not None:
             bar.update(b - a)
@@ -202,15 +217,17 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
         for written, k in enumerate(todo, 1):
             a, b, thetas = chunk_thetas(k)
             after = chunk_thetas(todo[written])[2] if written < len(todo) else None
+            t0 = time.perf_counter()
             outs, status, its = ctx.wait(run_chunk, thetas, b - a, after)
-            data = {name: np.asarray(outs[name])[: b - a] for name in names}
+            data = {name: np.asarray(outs[name])[: b - a] for name in names}     # waits for the device
+            summary["compute_s"] += time.perf_counter() - t0
             data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})
             data["status"] = np.asarray(status)[: b - a]
             data["equilibrium_iterations"] = np.asarray(its)[: b - a]
             if pending is not None:
                 p, pending = pending, None
                 finish(p)
-            fut = writer.submit(store.write_chunk, k, a, data)
+            fut = writer.submit(timed_write, k, a, data)
             ctx.pending_write = fut
             pending = (fut, k, a, b, written)
         if pending is not None:

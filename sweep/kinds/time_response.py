@@ -41,7 +41,7 @@ from kernels.system import SOLVERS, model_system
 from sweep import cube, cube_schema, status
 from sweep.cube import CF_CONVENTIONS, NMSE_DEFINITION, flexible_note, provenance
 from sweep.design import make_design
-from sweep.engine import layout, mapping
+from sweep.engine import log_split, layout, mapping
 from sweep.engine.layout import Channel
 from sweep.kinds.base import JobKind, Plan, Runner, static_limits
 from sweep.loadcase import build_excitation, sample_grid
@@ -546,6 +546,7 @@ def report(ds, cfg, s):
               f"{s['variants_run']} variant(s) x {s['simulated_s']:.3g} s simulated "
               f"({rate:.2f} variants/s, {rate * steps:.0f} variant-steps/s) -> real-time factor "
               f"{rtf:.3f} per variant; chunks of {s['chunk']} on {s['devices']} device(s)")
+        log_split(log, s)
     codes = ds.status.values
     log.info("status: " + status.counts(codes, KIND.status))
     ok = codes == status.OK
