@@ -391,7 +391,11 @@ def validate_tables(tables):
                         if d not in DIRECTIONS:
                             raise ModelError(f"{w}.{fld}: unknown direction {d!r} "
                                              f"(expected one of {DIRECTIONS})")
-                        _check_curve(c, f"{w}.{fld}.{d}")
+                        x, y = _check_curve(c, f"{w}.{fld}.{d}")
+                        if not np.any((np.asarray(x) == 0) & (np.asarray(y) == 0)):
+                            raise ModelError(
+                                f"{w}.{fld}.{d} must pass through (0, 0): at zero deflection (rate) the "
+                                "bushing pushes nothing but its `preload` (a knot x = 0 with y = 0)")
             else:
                 _check_p2p(e, w, markers[marker_rows[e["marker_1"]]],
                            markers[marker_rows[e["marker_2"]]])

@@ -720,6 +720,11 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
                        "position": np.asarray(com).tolist(), "euler": eul.tolist()})
 
     def body_ref(ref, suffix, what):
+        if suffix and isinstance(ref, str) and _without_side(ref) != ref and (_without_side(ref) + suffix) in body_id:
+            where = element_line(source, what) if source else None
+            raise ModelError(f"{what} = {ref!r}: a per_side element names a per_side body without its "
+                             f"_left / _right ({_without_side(ref)!r}); as written, the right side's element "
+                             f"would join the left side's body" + (f" [{where}]" if where else ""))
         for cand in ((ref + suffix) if suffix else ref, ref):
             if cand in body_id:
                 return body_id[cand]

@@ -98,3 +98,20 @@ def test_a_loss_factor_per_direction(toy):
     np.testing.assert_allclose(row["damping"], np.asarray(eta) * k / (2 * math.pi * 10.0), rtol=1e-12)
     toy["bushing_types"]["pivot_bushing"]["loss_factor"] = [0.05] * 5
     _refused(toy, r"pivot_front_left\.loss_factor = .* must be one number or six")
+
+
+def test_a_per_side_element_naming_a_suffixed_body_is_refused(toy):
+    """``wheel_left`` in a per-side element would tie the right side's copy to
+    the left wheel; it is refused, naming the body to write instead."""
+    toy["per_side"]["bushings"]["wheel_bearing"]["bodies"] = ["arm", "wheel_left"]
+    _refused(toy, r"'wheel_left': a per_side element names a per_side body without its _left / _right \('wheel'\)")
+
+
+def test_a_bushing_curve_passes_through_the_origin(toy):
+    curve = {"x": [-0.01, 0.0, 0.01], "y": [-9000.0, 0.0, 9000.0]}
+    ok = copy.deepcopy(toy)
+    ok["bushing_types"]["pivot_bushing"]["stiffness_curves"] = {"x": curve}
+    build_model(build_tables(ok))
+    bad = copy.deepcopy(toy)
+    bad["bushing_types"]["pivot_bushing"]["stiffness_curves"] = {"x": dict(curve, y=[-8000.0, 1000.0, 10000.0])}
+    _refused(bad, r"stiffness_curves\.x must pass through \(0, 0\)")
