@@ -23,7 +23,9 @@ maps of (dr, dv) at the same state:
   [rad per input unit]: the dynamic compliance steer and camber;
 - ``bushing``: force and torque of chosen bushings on their first body,
   elastic and damping parts together [N, N m per input unit]: the
-  transmissibility to the body mounts.
+  transmissibility to the body mounts;
+- ``p2p``: force of chosen point-to-point elements (springs, dampers,
+  stops) on their first body, at its marker [N per input unit].
 
 Inputs are the 12 entries of u (left fx, fy, fz, mx, my, mz, then right;
 forces at the wheel centre, vehicle frame) selected by index. Pure JAX:
@@ -47,6 +49,22 @@ class FrequencyResponse(NamedTuple):
     wheel_centre: jax.Array     # (nf, 2, 3, n_in) complex: side, axis x/y/z [m / input unit]
     toe_camber: jax.Array       # (nf, 2, 2, n_in) complex: toe | camber, side [rad / input unit]
     bushing: jax.Array          # (nf, nb_out, 6, n_in) complex [N, N m / input unit]
+    p2p: jax.Array              # (nf, np_out, 3, n_in) complex [N / input unit]
+
+
+def p2p_forces(model, r, v, rows):
+    """Force (n, 3) [N] of the P2P elements ``rows`` on their first body,
+    vehicle frame: T e, the tension along the line to the second marker."""
+    from kernels import forces
+    from kernels.dynamics import states_with_ground
+    x = states_with_ground(r, v)
+    b = model.topology.p2p_bodies[rows]
+    prm = jax.tree_util.tree_map(lambda a: a[rows], forces.p2p_params(model))
+
+    def one(p, x1, x2):
+        T, _, _, (_, _, e, *_rest) = forces.p2p_tension(p, x1, x2)
+        return T * e
+    return jax.vmap(one)(prm, x[b[:, 0]], x[b[:, 1]])
 
 
 def _velocity_to_coordinates(lin):
@@ -57,16 +75,18 @@ def _velocity_to_coordinates(lin):
     return jnp.zeros((n, n), lin.K.dtype).reshape(m, 6, m, 6).at[idx, :, idx, :].set(lin.K).reshape(n, n)
 
 
-def frequency_response(model, r, u, omega, inputs, bushings=()):
+def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=()):
     """Steady-state harmonic response at the static state r (m, 6) under u (2, 6).
 
     Args:
       omega: (nf,) angular frequencies [rad/s], > 0.
       inputs: indices into :data:`INPUTS` (static).
       bushings: indices of the bushings whose forces are output (static).
+      p2p: indices of the P2P elements whose forces are output (static).
     Returns a :class:`FrequencyResponse`."""
     inputs = np.asarray(inputs, int)
     bushings = np.asarray(bushings, int)
+    p2p = np.asarray(p2p, int)
     v0 = jnp.zeros_like(r)
     lin = linearise(model, r, v0, u)
     n = lin.J_r.shape[0]
@@ -78,6 +98,9 @@ def frequency_response(model, r, u, omega, inputs, bushings=()):
     if len(bushings):
         Fr, Fv = jax.jacfwd(lambda rr, vv: metrics.bushing_forces(model, rr, vv)[bushings], argnums=(0, 1))(r, v0)
         Fr, Fv = Fr.reshape(-1, n), Fv.reshape(-1, n)
+    if len(p2p):
+        Pr, Pv = jax.jacfwd(lambda rr, vv: p2p_forces(model, rr, vv, p2p), argnums=(0, 1))(r, v0)
+        Pr, Pv = Pr.reshape(-1, n), Pv.reshape(-1, n)
     eye = jnp.eye(n)
 
     def one(w):
@@ -88,9 +111,11 @@ def frequency_response(model, r, u, omega, inputs, bushings=()):
         tc = (T @ dr).reshape(2, 2, -1)
         bf = ((Fr @ dr + Fv @ dv).reshape(len(bushings), 6, -1) if len(bushings)
               else jnp.zeros((0, 6, len(inputs)), jnp.complex128))
-        return wc, tc, bf
-    wc, tc, bf = jax.lax.map(one, jnp.asarray(omega, r.dtype))
-    return FrequencyResponse(wc, tc, bf)
+        pf = ((Pr @ dr + Pv @ dv).reshape(len(p2p), 3, -1) if len(p2p)
+              else jnp.zeros((0, 3, len(inputs)), jnp.complex128))
+        return wc, tc, bf, pf
+    wc, tc, bf, pf = jax.lax.map(one, jnp.asarray(omega, r.dtype))
+    return FrequencyResponse(wc, tc, bf, pf)
 
 
 def static_compliance(model, r, u, inputs):

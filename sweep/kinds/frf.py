@@ -11,10 +11,12 @@ one complex solve of the velocity coordinates per frequency) for unit
 harmonic wheel-centre forces (``loadcase.inputs``, e.g. ``left_fz``). The
 outputs per frequency and input: the wheel-centre receptance (x, y, z per
 side) [m/N], toe and camber per side [rad/N] (dynamic compliance steer), and
-the force and torque of every body-mount bushing (a bushing whose second
-body is the chassis; ``loadcase.mounts`` names others) on its second body -
-the body - elastic and damping parts together [N/N, N m/N] (minus the
-force on its first body: the two markers coincide).
+the force and torque of every body mount - each bushing and P2P element
+(spring, damper, stop) with the chassis as one of its bodies;
+``loadcase.mounts`` names others - on the chassis side, elastic and damping
+parts together [N/N, N m/N] (for an element between two moving bodies: on
+its second body). A P2P element's force acts along its line at its marker
+(no torque).
 
 Cube: dims ``variant``, ``frequency`` [Hz], ``input``, ``side``, ``axis``,
 ``mount``, ``component``; complex transfer functions as real and imaginary
@@ -68,8 +70,8 @@ CHANNELS = [
     *_pair("camber_receptance", ("input", "side"), "rad/N",
            "camber angle (DIN 70000) per unit harmonic input force"),
     *_pair("mount_transfer", ("input", "mount", "component"), layout.MIXED_UNITS,
-           "force and torque of the mount bushing on its second body (the chassis for a body mount), vehicle "
-           "frame, per unit harmonic input force", MOUNT_UNITS),
+           "force and torque of the mount (a bushing or P2P element) on the chassis (an element between two "
+           "moving bodies: on its second body), vehicle frame, per unit harmonic input force", MOUNT_UNITS),
 ]
 
 
@@ -101,22 +103,34 @@ def load_case(lc: dict, model) -> dict:
     if len(set(inputs)) != len(inputs):
         raise ConfigError(f"loadcase.inputs = {inputs}: an input is listed twice")
     topo = model.topology
-    names = list(topo.bushing_names)
-    if lc.get("mounts") is None:
-        mounts = [n for i, n in enumerate(names) if topo.bushing_bodies[i, 1] == topo.n_bodies]
+    names, pnames = list(topo.bushing_names), list(topo.p2p_names)
+    ground = topo.n_bodies
+    if lc.get("mounts") is None:       # every element to the chassis
+        mounts = ([n for i, n in enumerate(names) if ground in topo.bushing_bodies[i]]
+                  + [n for i, n in enumerate(pnames) if ground in topo.p2p_bodies[i]])
     else:
         mounts = list(lc["mounts"])
         for name in mounts:
-            if name not in names:
-                raise ConfigError(f"loadcase.mounts: {name!r} is not a bushing of model {topo.name} "
-                                  f"(known: {', '.join(names)})")
+            if name not in names and name not in pnames:
+                raise ConfigError(f"loadcase.mounts: {name!r} is not a bushing or P2P element of model "
+                                  f"{topo.name} (known: {', '.join(names + pnames)})")
+    if len(set(mounts)) != len(mounts):
+        raise ConfigError(f"loadcase.mounts = {mounts}: an element is listed twice")
+    bushing_mounts = [m for m in mounts if m in names]
+    p2p_mounts = [m for m in mounts if m not in names]
+    mounts = bushing_mounts + p2p_mounts             # the cube's order: bushings, then P2P elements
     tol = Float(gt=0, unit="N").check(lc.get("tolerance", 1e-6), "loadcase.tolerance")
     max_iter = lc.get("max_iterations", 60)
     if not isinstance(max_iter, int) or max_iter < 1:
         raise ConfigError(f"loadcase.max_iterations = {max_iter!r} must be an integer >= 1")
+    # the sign that turns an element's force on its first body into its force on the chassis side:
+    # -1 where the chassis is the second body (or neither), +1 where it is the first
+    sign = [1.0 if topo.bushing_bodies[names.index(m), 0] == ground else -1.0 for m in bushing_mounts]
+    sign += [1.0 if topo.p2p_bodies[pnames.index(m), 0] == ground else -1.0 for m in p2p_mounts]
     return dict(u=u, frequency=f, inputs=np.array([frf.INPUTS.index(i) for i in inputs], np.int32),
-                input_names=inputs, mounts=np.array([names.index(m) for m in mounts], np.int32),
-                mount_names=mounts, tol=tol, max_iter=max_iter)
+                input_names=inputs, mounts=np.array([names.index(m) for m in bushing_mounts], np.int32),
+                p2p_mounts=np.array([pnames.index(m) for m in p2p_mounts], np.int32),
+                mount_sign=np.array(sign), mount_names=mounts, tol=tol, max_iter=max_iter)
 
 
 def _plan(cfg) -> Plan:
@@ -126,7 +140,7 @@ def _plan(cfg) -> Plan:
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
-    nf, ni, nm = len(lc["frequency"]), len(lc["inputs"]), len(lc["mounts"])
+    nf, ni, nm = len(lc["frequency"]), len(lc["inputs"]), len(lc["mount_names"])
     shapes = {}
     for c in CHANNELS:
         sizes = {"input": ni, "side": 2, "axis": 3, "mount": nm, "component": 6}
@@ -140,7 +154,8 @@ def _plan(cfg) -> Plan:
                                                 "vehicle frame (side_component)"}),
         "side": (np.array(SIDES), {}),
         "axis": (np.array(AXES), {}),
-        "mount": (np.array(lc["mount_names"]), {"long_name": "bushing whose force on the body is output"}),
+        "mount": (np.array(lc["mount_names"]), {"long_name": "bushing or P2P element whose force on the "
+                                                "body is output"}),
         "component": (np.array(COMPONENTS), {}),
     }
     return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C,
@@ -153,7 +168,8 @@ def run_inputs(model, lc):
     """The tree whose values a lifted runner reads at run time: the model and
     the load case (wheel loads, frequencies, tolerances; input and mount
     indices are integers: structure)."""
-    return (model, {k: lc[k] for k in ("u", "frequency", "inputs", "mounts", "tol", "max_iter", "limits")})
+    return (model, {k: lc[k] for k in ("u", "frequency", "inputs", "mounts", "p2p_mounts", "tol", "max_iter",
+                                       "limits")})
 
 
 def make_variant(model, pset, lc):
@@ -161,10 +177,13 @@ def make_variant(model, pset, lc):
     def variant(theta):
         m = pset.apply(model, theta)
         st = statics.static_equilibrium(m, lc["u"], tol=lc["tol"], max_iter=lc["max_iter"])
-        res = frf.frequency_response(m, st.r, lc["u"], 2 * jnp.pi * lc["frequency"], lc["inputs"], lc["mounts"])
+        res = frf.frequency_response(m, st.r, lc["u"], 2 * jnp.pi * lc["frequency"], lc["inputs"], lc["mounts"],
+                                     lc["p2p_mounts"])
         wc = jnp.moveaxis(res.wheel_centre, -1, 1)                 # (nf, input, side, axis)
         tc = jnp.moveaxis(res.toe_camber, -1, 1)                   # (nf, input, angle, side)
-        mt = -jnp.moveaxis(res.bushing, -1, 1)     # (nf, input, mount, component): on the second body
+        p2p = jnp.concatenate([res.p2p, jnp.zeros_like(res.p2p)], axis=2)     # no torque at the marker
+        mt = jnp.concatenate([res.bushing, p2p], axis=1)           # (nf, mount, component, input): on the first body
+        mt = jnp.moveaxis(mt * lc["mount_sign"][None, :, None, None], -1, 1)   # on the chassis side
         out = {}
         for name, z in (("wheel_centre_receptance", wc), ("toe_receptance", tc[:, :, 0]),
                         ("camber_receptance", tc[:, :, 1]), ("mount_transfer", mt)):
