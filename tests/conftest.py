@@ -305,9 +305,9 @@ LONGEST_FIRST = ["test_tune_jobs.py",              # 653: recovery run (trace + 
                  "test_state_events_rigs.py", "test_axle_kinematics.py", "test_modes_job.py", "test_tracecache.py",
                  "test_validation.py", "test_twist_beam_axle.py", "test_exudyn.py", "test_lsrt2_gradient.py",
                  "test_kc_jobs.py", "test_reproduce_two_devices.py", "test_channel_job.py", "test_blocks_axles.py",
-                 "test_reproduce.py", "test_diagnosis_jobs.py",
+                 "test_reproduce.py", "test_diagnosis_jobs.py", "test_hardpoint_gradients.py",
                  # the fast tier
-                 "test_hardpoint_gradients.py", "test_kc.py", "test_codegen.py", "test_dynamics.py", "test_blocks.py",
+                 "test_kc.py", "test_codegen.py", "test_dynamics.py", "test_blocks.py",
                  "test_inputs.py", "test_sweep.py", "test_state_events.py"]
 
 

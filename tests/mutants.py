@@ -157,7 +157,7 @@ MUTANTS = [
            "offset dropped (gradients see rates only)",
            [("sweep/engine/values.py", "        return values(theta), jac @ dtheta",
              "        return values(theta), jac @ (0.0 * dtheta)")],
-           ["tests/sweep/tune/test_hardpoint_gradients.py"]),
+           ["tests/sweep/engine/test_values.py", "tests/sweep/tune/test_hardpoint_gradients.py"]),
     Mutant("plausibility_toe_unchecked", "static state: toe beyond the limit not flagged",
            [("kernels/kc.py", "    ok = jnp.all(dtoe <= limits.alignment_change) & jnp.all(dcamber <= limits.alignment_change)",
              "    ok = jnp.all(dcamber <= limits.alignment_change)")],

@@ -94,3 +94,29 @@ def test_the_generated_integration_is_keyed_on_its_values_too():
     assert ra.key == rb.key == rc.key
     assert ra.fn.values_key and ra.fn.values_key != rb.fn.values_key
     assert ra.fn.values_key == rc.fn.values_key
+
+
+def test_the_geometry_derivative_of_a_hardpoint_equals_central_differences_of_the_build():
+    """differentiable_values (what makes hardpoints tuning variables): the
+    forward-mode tangent of the lifted model values along a hardpoint
+    offset equals a second-order central difference of two rebuilt models
+    (numpy, written here), and is not zero - the cheap fast-tier check of
+    the build's derivative; the whole chain through the K&C metrics:
+    tests/sweep/tune/test_hardpoint_gradients.py (slow)."""
+    import jax
+    import jax.numpy as jnp
+    from sweep.model_builder import model_from_config
+    from sweep.params import build_parameters
+    cfg = cfg_of("model=toy_trailing_arm")
+    model = model_from_config(cfg.model)
+    pset = build_parameters({"h": {"target": "hardpoint", "points": ["PR"], "axis": "z",
+                                   "bounds": [-0.01, 0.01]}}, model)
+    pv = values.PerVariant(cfg.model, pset, lambda m: m, values.Lifted(model))
+    fn = values.differentiable_values(pv, 1)
+    theta = jnp.array([0.002])
+    _, tangent = jax.jvp(fn, (theta,), (jnp.ones(1),))
+    h = 1e-4
+    fd = (pv.row(np.array([0.002 + h])) - pv.row(np.array([0.002 - h]))) / (2 * h)
+    tangent = np.asarray(tangent)
+    assert np.max(np.abs(fd)) > 1.0                       # the geometry really depends on the point
+    np.testing.assert_allclose(tangent, fd, rtol=1e-5, atol=1e-4)      # atol: round-off of large values / h

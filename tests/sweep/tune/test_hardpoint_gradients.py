@@ -8,7 +8,8 @@ the whole pipeline differenced: each evaluation rebuilds the model with the
 moved point and solves the K&C problem afresh, so an error in the
 geometry derivative, its chain with the solver's derivative or the
 implicit differentiation of the equilibrium shows. The toy axle's check
-(forward mode, five metrics) is fast; the double wishbone's (the outer
+(forward mode, five metrics; slow tier: the fast tier checks the build's
+derivative alone, tests/sweep/engine/test_values.py); the double wishbone's (the outer
 tie-rod point and a bushing rate, reverse mode: every response's gradient
 in one pass, python -m sweep.tune's gradient check) runs with the tuning
 example in tests/e2e/test_tune_hardpoint_example.py."""
@@ -16,8 +17,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import pytest
+
 import kernels  # noqa: F401  (float64)
 from tests.sweep.tune.test_tune import tune_cfg
+
+pytestmark = pytest.mark.slow
 
 METRICS = ("bump_steer", "camber_gain", "wheel_rate", "lateral_force_steer", "design_roll_centre_height")
 
