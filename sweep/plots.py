@@ -109,6 +109,19 @@ def needs_drawing(ds, summary, path) -> bool:
     return complete and (bool(summary.get("variants_run")) or not png_intact(path))
 
 
+def draw_beside(ds, summary, draw, what, log):
+    """Draw ``draw(ds, png)`` beside a job's cube (``<cube>.png``) where it
+    is needed (:func:`needs_drawing`) and log where it is; a figure that
+    fails is a warning, never a lost cube."""
+    png = summary["path"].rstrip("/")[:-5] + ".png"
+    if needs_drawing(ds, summary, png):
+        try:
+            draw(ds, png)
+            log.info(f"{what}: {os.path.abspath(png)}")
+        except Exception as err:  # noqa: BLE001 - a figure must never lose a finished cube
+            log.warning(f"warning: {what} failed: {err}")
+
+
 def overview(ds, path, n_samples=5, before=0.05, after=0.5):
     """Write the overview PNG of a time-response cube and return its path
     (the figure: :func:`overview_figure`)."""

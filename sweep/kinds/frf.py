@@ -242,15 +242,8 @@ def report(ds, cfg, s):
                      f"{float(ds.frequency[k]):.3g} Hz (static {mag[0] * 1e6:.4g} mm/kN)")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
     cube_schema.warn(ds, KIND.channels)
-    from sweep.plots import needs_drawing
-    png = s["path"].rstrip("/")[:-5] + ".png"
-    if needs_drawing(ds, s, png):
-        try:
-            from sweep.plots import bode_figure
-            bode_figure(ds, png)
-            log.info(f"Bode figure: {os.path.abspath(png)}")
-        except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
-            log.warning(f"warning: Bode figure failed: {err}")
+    from sweep.plots import bode_figure, draw_beside
+    draw_beside(ds, s, bode_figure, "Bode figure", log)
 
 
 class FrequencyResponse(JobKind):

@@ -319,15 +319,8 @@ def report(ds, cfg, s):
             log.info(f"  {name:34s} {float(ds[name].values[v]):11.4g}  (axle)  {units}")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
     cube_schema.warn(ds, KIND.channels)
-    from sweep.plots import needs_drawing
-    png = s["path"].rstrip("/")[:-5] + ".png"
-    if needs_drawing(ds, s, png):
-        try:
-            from sweep.plots import kc_sheet
-            kc_sheet(ds, png)
-            log.info(f"K&C sheet: {os.path.abspath(png)}")
-        except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
-            log.warning(f"warning: K&C sheet failed: {err}")
+    from sweep.plots import draw_beside, kc_sheet
+    draw_beside(ds, s, kc_sheet, "K&C sheet", log)
 
 
 

@@ -558,17 +558,9 @@ def report(ds, cfg, s):
                                               np.percentile(wcd[:, 0], [0, 50, 100]))) + " mm (left)")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
     _nmse_beside(ds, cfg, s["path"])
-    path = s["path"]
     cube_schema.warn(ds, KIND.channels)
-    from sweep.plots import needs_drawing
-    png = path.rstrip("/")[:-5] + ".png"
-    if needs_drawing(ds, s, png):
-        try:
-            from sweep.plots import overview
-            overview(ds, png)
-            log.info(f"overview plot: {os.path.abspath(png)}")
-        except Exception as err:  # noqa: BLE001 - a plot must never lose a finished cube
-            log.warning(f"warning: overview plot failed: {err}")
+    from sweep.plots import draw_beside, overview
+    draw_beside(ds, s, overview, "overview plot", log)
 
 
 def _nmse_beside(ds, cfg, path):
