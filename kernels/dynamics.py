@@ -300,6 +300,15 @@ def dense_linearisation(model, bl: BlockLinearisation) -> Linearisation:
     return Linearisation(bl.q, J_r, J_v, J_u, bl.K)
 
 
+def dense_kinematic_matrix(lin):
+    """K(r) of a :class:`Linearisation` as the dense (n, n) block diagonal of
+    its per-body 6x6 blocks (velocities -> coordinate rates)."""
+    m = lin.K.shape[0]
+    n = 6 * m
+    idx = jnp.arange(m)
+    return jnp.zeros((n, n), lin.K.dtype).reshape(m, 6, m, 6).at[idx, :, idx, :].set(lin.K).reshape(n, n)
+
+
 def linearise(model, r, v, u):
     """q, J_r, J_v, J_u (eqs. 4-5) and K(r), dense, from element-local Jacobians."""
     return dense_linearisation(model, linearise_blocks(model, r, v, u))

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import kc, metrics
-from kernels.dynamics import linearise
+from kernels.dynamics import dense_kinematic_matrix, linearise
 
 #: The 12 entries of a wheel-load row pair u (2, 6) flattened, as input names.
 INPUTS = tuple(f"{side}_{c}" for side in ("left", "right") for c in ("fx", "fy", "fz", "mx", "my", "mz"))
@@ -67,14 +67,6 @@ def p2p_forces(model, r, v, rows):
     return jax.vmap(one)(prm, x[b[:, 0]], x[b[:, 1]])
 
 
-def _velocity_to_coordinates(lin):
-    """K(r) as the dense (n, n) block diagonal of its per-body 6x6 blocks."""
-    m = lin.K.shape[0]
-    n = 6 * m
-    idx = jnp.arange(m)
-    return jnp.zeros((n, n), lin.K.dtype).reshape(m, 6, m, 6).at[idx, :, idx, :].set(lin.K).reshape(n, n)
-
-
 def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=()):
     """Steady-state harmonic response at the static state r (m, 6) under u (2, 6).
 
@@ -90,7 +82,7 @@ def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=()):
     v0 = jnp.zeros_like(r)
     lin = linearise(model, r, v0, u)
     n = lin.J_r.shape[0]
-    Kd = _velocity_to_coordinates(lin)
+    Kd = dense_kinematic_matrix(lin)
     JrK = lin.J_r @ Kd
     B = lin.J_u[:, inputs].astype(jnp.complex128)
     Y = kc.wheel_output_jacobian(model, r)[np.r_[0:3, 6:9]]           # (6, n)

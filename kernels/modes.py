@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import forces, linalg
-from kernels.dynamics import states_with_ground, linearise
+from kernels.dynamics import dense_kinematic_matrix, states_with_ground, linearise
 
 
 class Modes(NamedTuple):
@@ -134,10 +134,7 @@ def state_matrix(model, r, u):
     """A = [[0, K], [J_r, J_v]] (2n, 2n) of eq. (1) linearised at rest at r (m, 6) under u (2, 6)."""
     lin = linearise(model, r, jnp.zeros_like(r), u)
     n = lin.J_r.shape[0]
-    m = lin.K.shape[0]
-    Kd = jnp.zeros((n, n), r.dtype)
-    idx = jnp.arange(m)
-    Kd = Kd.reshape(m, 6, m, 6).at[idx, :, idx, :].set(lin.K).reshape(n, n)
+    Kd = dense_kinematic_matrix(lin)
     top = jnp.concatenate([jnp.zeros((n, n), r.dtype), Kd], axis=1)
     bottom = jnp.concatenate([lin.J_r, lin.J_v], axis=1)
     return jnp.concatenate([top, bottom], axis=0)

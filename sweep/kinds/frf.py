@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import frf, statics
+from kernels import frf, kc, statics
 from kernels.names import AXES, COMPONENTS, SIDES
 from sweep import cube, cube_schema, status
 from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
@@ -189,19 +189,13 @@ def make_variant(model, pset, lc):
                         ("camber_receptance", tc[:, :, 1]), ("mount_transfer", mt)):
             out[f"{name}_real"], out[f"{name}_imag"] = jnp.real(z), jnp.imag(z)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in out.values()]))
-        plausible = statics_plausible(m, st.r, lc["limits"])
+        plausible = kc.static_state_plausible(m, st.r, lc["limits"])     # as the time response's
         code = jnp.where(~st.converged, status.EQUILIBRIUM_FAILED, jnp.where(
             ~finite, status.NON_FINITE, jnp.where(plausible, status.OK, status.IMPLAUSIBLE))).astype(jnp.int8)
         good = (code == status.OK) | (code == status.IMPLAUSIBLE)
         out = jax.tree_util.tree_map(lambda a: jnp.where(good, a, jnp.nan), out)
         return out, code, st.iterations
     return variant
-
-
-def statics_plausible(model, r, limits):
-    """The free static state's plausibility (wheel centres, toe, camber, stops), as the time response's."""
-    from kernels import kc
-    return kc.static_state_plausible(model, r, limits)
 
 
 def chunk_runner(model, pset, lc, n_dev=1, lifted=False):

@@ -21,6 +21,7 @@ from kernels.model import build_model
 from sweep.model_builder import build_tables
 from tests.conftest import load_model_cfg
 from tests.kernels.test_axle_kinematics import carrier_freedoms
+from tests.kernels.test_multilink import _bodies_of
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +32,6 @@ def tables():
 @pytest.fixture(scope="module")
 def model(tables):
     return build_model(tables)
-
-
-def _bodies_of(topo, name):
-    i = topo.bushing_names.index(name)
-    slot = lambda s: "chassis" if s == topo.n_bodies else topo.body_names[s]  # noqa: E731
-    return slot(topo.bushing_bodies[i, 0]), slot(topo.bushing_bodies[i, 1])
 
 
 def test_counts_and_topology(model):
