@@ -50,7 +50,7 @@ def main(argv=None):
     from kernels.model import build_model
     from kernels.radau import solve as radau
     from kernels.statics import equilibrium
-    from sweep.kinds.time_response import lsrt2_run
+    from kernels.response import Options, Problem, solve
     from sweep.model_builder import build_tables
 
     with open(os.path.join(ROOT, "configs", "model", f"{args.axle}.yaml")) as f:
@@ -80,8 +80,7 @@ def main(argv=None):
         for name in args.methods:
             errs = []
             for k, h in ((1, 1e-3), (2, 5e-4), (4, 2.5e-4)):
-                out = lsrt2_run(model, exc, eq.r, t0, h, n_samples=1101, every=k, relinearise_every=1,
-                                method=name)
+                out = solve(Problem(model, exc, t0, h), Options(n_samples=1101, every=k, relinearise_every=1, method=name), eq.r)
                 x = np.asarray(out["wheel_centre_displacement"])[:, 0, 0]
                 errs.append(float(np.sqrt(np.mean((x - x_ref) ** 2))))
             r1, r2 = errs[0] / errs[1], errs[1] / errs[2]
@@ -101,7 +100,7 @@ def nmse_table(axle, methods):
     from kernels.radau import solve as radau
     from kernels.statics import equilibrium
     from sweep.cube import pooled_signals
-    from sweep.kinds.time_response import lsrt2_run, make_channels
+    from kernels.response import Options, Problem, make_outputs as make_channels, solve
     from sweep.model_builder import build_tables
 
     with open(os.path.join(ROOT, "configs", "model", f"{axle}.yaml")) as f:
@@ -118,7 +117,7 @@ def nmse_table(axle, methods):
     ref = jax.vmap(lambda a, b: channels(model, a, b, eq.r))(jnp.asarray(r), jnp.asarray(v))
     print(f"{axle}: NMSE against Radau (rtol 1e-8) over 4.9-6.0 s, h = 1 ms")
     for name in methods:
-        out = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, n_samples=1101, every=1, relinearise_every=1, method=name)
+        out = solve(Problem(model, exc, 4.9, 1e-3), Options(n_samples=1101, every=1, relinearise_every=1, method=name), eq.r)
         res = [float(metrics.nmse(pooled_signals(out, model, w), pooled_signals(ref, model, w)))
                for w in ("wheel_displacement", "bushing_force")]
         print(f"| {name} | displacement {res[0]:.2g} | force {res[1]:.2g} |", flush=True)

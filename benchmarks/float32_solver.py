@@ -24,7 +24,7 @@ import work_precision as wp  # noqa: E402
 from single_variant import machine  # noqa: E402
 from kernels import metrics  # noqa: E402
 from sweep.loadcase import sample_grid  # noqa: E402
-from sweep.kinds.time_response import lsrt2_run  # noqa: E402
+from kernels.response import Options, Problem, solve  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,9 +42,9 @@ def main():
         t = case.t0 + np.arange(n) * h
         outs = {}
         for solver in ("block", "block32"):
-            a = (case.model, case.exc, case.r_eq, case.t0, h)
+            a = (Problem(case.model, case.exc, case.t0, h), case.r_eq)
             kw = dict(n_samples=n, every=1, relinearise_every=1, solver=solver)
-            compiled = lsrt2_run.lower(*a, **kw).compile()
+            compiled = solve.lower(a[0], Options(**kw), a[1]).compile()
             runs = []
             for _ in range(3):
                 tic = time.perf_counter()

@@ -44,7 +44,7 @@ def integration_case(axle, n, steps):
     uniformly in [0.5, 2]; equilibria computed on XLA."""
     import yaml
     from kernels.model import build_model
-    from sweep.kinds.time_response import make_variant
+    from sweep.kinds.time_response import Case, make_variant
     from sweep.loadcase import build_excitation
     from sweep.model_builder import build_tables
     from sweep.params import build_parameters
@@ -58,7 +58,7 @@ def integration_case(axle, n, steps):
                                               "directions": "radial", "bounds": [0.5, 2.0]},
                              "damping": {"target": "bushing.damping", "elements": "*", "bounds": [0.5, 2.0]}},
                             model)
-    first, second = make_variant(model, pset, exc, 4.9, 1e-3, steps + 1, 1, 1, None, stages=True)
+    first, second = make_variant(model, pset, Case(exc, 4.9, 1e-3, steps + 1), stages=True)
     rng = np.random.default_rng(0)
     thetas = 0.5 + 1.5 * rng.random((n, len(pset)))
     carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))

@@ -156,8 +156,7 @@ def job_single(name, solver):
     ax = axles[name]
     n = suite.sample_grid(ax.t0, ax.t1, 1e-3, 1)
     pset = suite.build_parameters({}, ax.model)
-    runner = suite.make_chunk_runner(ax.model, pset, ax.exc, ax.t0, 1e-3, n, 1, 1,
-                                     list(range(len(ax.model.topology.bushing_names))), solver)
+    runner = suite.make_chunk_runner(ax.model, pset, suite.Case(ax.exc, ax.t0, 1e-3, n, solver=solver))
     thetas = np.zeros((1, 0))
     return runner.lower(thetas).compile(), thetas, {"solver": solver, "steps": n - 1, "span": ax.t1 - ax.t0}
 

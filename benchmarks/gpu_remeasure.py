@@ -109,8 +109,7 @@ def job_single(name, solver):
     ax = axles[name]
     n = suite.sample_grid(ax.t0, ax.t1, 1e-3, 1)
     pset = suite.build_parameters({}, ax.model)
-    runner = suite.make_chunk_runner(ax.model, pset, ax.exc, ax.t0, 1e-3, n, 1, 1,
-                                     list(range(len(ax.model.topology.bushing_names))), solver)
+    runner = suite.make_chunk_runner(ax.model, pset, suite.Case(ax.exc, ax.t0, 1e-3, n, every=1, relin=1, bidx=list(range(len(ax.model.topology.bushing_names))), solver=solver))
     thetas = np.zeros((1, 0))
     return runner.lower(thetas).compile(), thetas, {"solver": solver, "steps": n - 1, "span": ax.t1 - ax.t0}
 
@@ -129,8 +128,7 @@ def job_chunk(name, solver, B):
     model = axles[name].model
     pset = suite.build_parameters(cfg("sweep", "lhs.yaml")["parameters"], model)
     X = make_design({"design": "lhs", "n_variants": B, "seed": 0}, pset)
-    run = suite.make_chunk_runner(model, pset, axles[name].exc, 5.0 - 0.05, 1e-3, CHUNK_STEPS // CHUNK_EVERY + 1,
-                                  CHUNK_EVERY, 1, list(range(len(model.topology.bushing_names))), solver=solver)
+    run = suite.make_chunk_runner(model, pset, suite.Case(axles[name].exc, 5.0 - 0.05, 1e-3, CHUNK_STEPS // CHUNK_EVERY + 1, every=CHUNK_EVERY, relin=1, bidx=list(range(len(model.topology.bushing_names))), solver=solver))
     return run.lower(X).compile(), X, {"solver": solver, "batch": B, "steps": CHUNK_STEPS}
 
 

@@ -53,7 +53,7 @@ def _runner(batch, steps, micro_batch, axle):
     from sweep.model_builder import model_from_config
     from sweep.loadcase import build_excitation
     from sweep.params import build_parameters
-    from sweep.kinds.time_response import make_chunk_runner
+    from sweep.kinds.time_response import Case, make_chunk_runner
     cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
     model = model_from_config(cfg("model", f"{axle}.yaml"))
     sw = cfg("sweep", "lhs.yaml")
@@ -61,9 +61,7 @@ def _runner(batch, steps, micro_batch, axle):
     exc, _, _ = build_excitation(cfg("loadcase", "longitudinal_step.yaml"))
     every = 10
     X = make_design({"design": "lhs", "n_variants": batch, "seed": 0}, pset)
-    run = make_chunk_runner(model, pset, exc, 5.0 - 0.05, 1e-3, steps // every + 1, every, 1,
-                            list(range(len(model.topology.bushing_names))),
-                            micro_batch=micro_batch or None)
+    run = make_chunk_runner(model, pset, Case(exc, 5.0 - 0.05, 1e-3, steps // every + 1, every=every, relin=1, bidx=list(range(len(model.topology.bushing_names)))), micro_batch=micro_batch or None)
     return jax, jax.jit(run), X
 
 

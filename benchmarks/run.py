@@ -63,7 +63,8 @@ from kernels.statics import equilibrium
 from sweep.loadcase import sample_grid
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters  # noqa: E402
-from sweep.kinds.time_response import lsrt2_run, make_channels, make_chunk_runner  # noqa: E402
+from kernels.response import Options, Problem, make_outputs as make_channels, solve
+from sweep.kinds.time_response import Case, make_chunk_runner  # noqa: E402
 from sweep.loadcase import build_excitation  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,8 +110,7 @@ class Axle:
         every step - exactly what `python -m sweep` runs for one variant."""
         n = sample_grid(self.t0, self.t1, 1e-3, 1)
         pset = build_parameters({}, self.model)
-        runner = make_chunk_runner(self.model, pset, self.exc, self.t0, 1e-3, n, 1, 1,
-                                   list(range(len(self.model.topology.bushing_names))), solver)
+        runner = make_chunk_runner(self.model, pset, Case(self.exc, self.t0, 1e-3, n, every=1, relin=1, bidx=list(range(len(self.model.topology.bushing_names))), solver=solver))
         thetas = np.zeros((1, 0))
         tic = time.perf_counter()
         compiled = runner.lower(thetas).compile()
@@ -264,8 +264,8 @@ class Axle:
         for opt in options:
             model, exc, r_eq = self.inputs(opt.get("float32", False))
             kw = dict(n_samples=1101, every=1, relinearise_every=opt.get("relinearise_every", 1))
-            compiled = lsrt2_run.lower(model, exc, r_eq, 4.9, 1e-3, **kw).compile()
-            out = compiled(model, exc, r_eq, 4.9, 1e-3)
+            compiled = solve.lower(Problem(model, exc, 4.9, 1e-3), Options(**kw), r_eq).compile()
+            out = compiled(Problem(model, exc, 4.9, 1e-3), r_eq)
             row = dict(opt)
             for what, key in (("wheel_displacement", "displacement"), ("bushing_force", "force")):
                 y, yr = pooled_signals(out, self.model, what), pooled_signals(ref, self.model, what)

@@ -25,7 +25,7 @@ import numpy as np
 from sweep.loadcase import sample_grid
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
-from sweep.kinds.time_response import make_chunk_runner
+from sweep.kinds.time_response import Case, make_chunk_runner
 from sweep.loadcase import build_excitation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,8 +58,7 @@ def main():
         exc, t0, t1 = build_excitation(yaml.safe_load(f))
     dt = 1e-3
     n = sample_grid(t0, t1, dt, 1)
-    runner = make_chunk_runner(model, build_parameters({}, model), exc, t0, dt, n, 1, args.relinearise_every,
-                               list(range(len(model.topology.bushing_names))))
+    runner = make_chunk_runner(model, build_parameters({}, model), Case(exc, t0, dt, n, every=1, relin=args.relinearise_every, bidx=list(range(len(model.topology.bushing_names)))))
     thetas = np.zeros((1, 0))
     tic = time.perf_counter()
     compiled = runner.lower(thetas).compile()

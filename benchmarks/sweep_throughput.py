@@ -20,7 +20,7 @@ import kernels  # noqa: F401
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
 from sweep.design import make_design
-from sweep.kinds.time_response import make_chunk_runner
+from sweep.kinds.time_response import Case, make_chunk_runner
 from sweep.model_builder import model_from_config
 from sweep.loadcase import build_excitation
 from sweep.params import build_parameters
@@ -47,9 +47,7 @@ def main():
     rows = []
     for B in args.batches:
         X = make_design({"design": "lhs", "n_variants": B, "seed": 0}, pset)
-        run = make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, 1,
-                                list(range(len(model.topology.bushing_names))),
-                                solver=args.solver, micro_batch=args.micro_batch or None)
+        run = make_chunk_runner(model, pset, Case(exc, t0, dt, n_samples, every=every, relin=1, bidx=list(range(len(model.topology.bushing_names))), solver=args.solver), micro_batch=args.micro_batch or None)
         tic = time.perf_counter()
         compiled = run.lower(X).compile()
         comp = time.perf_counter() - tic

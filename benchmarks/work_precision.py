@@ -37,7 +37,7 @@ reference bushings (the direction the load case drives), NMSE over its
   runs of the same compiled executable) per simulated second, and per step.
 
 The runs go through the single-variant path of the app and of
-``benchmarks/single_variant.py`` (``sweep.kinds.time_response.lsrt2_run``, lowered and
+``benchmarks/single_variant.py`` (``kernels.response.solve``, lowered and
 compiled once per combination, all channels at every step, block solver,
 float64). They start at ``--t-start`` (default 4.5 s) in the static
 equilibrium under the loads there; the load case starts at rest in
@@ -78,7 +78,7 @@ from sweep.cube import pooled_signals
 from kernels.statics import equilibrium
 from sweep.loadcase import sample_grid
 from sweep.model_builder import model_from_config
-from sweep.kinds.time_response import lsrt2_run, make_channels
+from kernels.response import Options, Problem, make_outputs as make_channels, solve
 from sweep.loadcase import build_excitation
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -149,7 +149,7 @@ def load_case(axle, loadcase="longitudinal_step", t_start=4.5, t_end=None, windo
 
 @jax.jit
 def _channels_of_states(model, r_eq, r, v):
-    """The job's channels (``sweep.kinds.time_response.make_channels``) at a sequence of states
+    """The job's channels (``kernels.response.make_outputs``) at a sequence of states
     (compiled once: eager vmap would dispatch op by op)."""
     ch = make_channels()
     return jax.vmap(lambda rr, vv: ch(model, rr, vv, r_eq))(r, v)
@@ -212,10 +212,10 @@ def measure(case, ref, method, h, relinearise_every, repeat=3):
         if abs(stride - round(stride)) > 1e-9:
             raise ValueError(f"h = {h} is not a multiple of the reference grid {ref['dt']}")
         stride = int(round(stride))
-        args = (case.model, case.exc, case.r_eq, case.t0, h)
+        args = (Problem(case.model, case.exc, case.t0, h), case.r_eq)
         kw = dict(n_samples=n, every=1, relinearise_every=int(relinearise_every), method=method)
         tic = time.perf_counter()
-        compiled = lsrt2_run.lower(*args, **kw).compile()
+        compiled = solve.lower(args[0], Options(**kw), args[1]).compile()
         row["compile_s"] = time.perf_counter() - tic
         runs, out = [], None
         for _ in range(max(1, repeat)):
@@ -329,10 +329,10 @@ def retime(res, repeat=3, on_row=None, log=print):
         case = cases[axle]
         h = row["h_ms"] * 1e-3
         n = sample_grid(case.t0, case.t1, h, 1)
-        args = (case.model, case.exc, case.r_eq, case.t0, h)
+        args = (Problem(case.model, case.exc, case.t0, h), case.r_eq)
         kw = dict(n_samples=n, every=1, relinearise_every=row["relinearise_every"], method=row["method"])
         try:
-            compiled = lsrt2_run.lower(*args, **kw).compile()
+            compiled = solve.lower(args[0], Options(**kw), args[1]).compile()
             for _ in range(max(1, repeat)):
                 tic = time.perf_counter()
                 jax.block_until_ready(compiled(*args))
@@ -485,7 +485,7 @@ def markdown(res, command):
     word = DIRECTION_WORD[res.get("direction", 0)]
     L.append(f"Load case: {_case_words(res)}. "
              f"Single variant, block solver, float64, all channels stored at every step (the app's "
-             f"single-variant path, `sweep.kinds.time_response.lsrt2_run`); run from {res.get('t_start') or 0:g} s (static "
+             f"single-variant path, `kernels.response.solve`); run from {res.get('t_start') or 0:g} s (static "
              f"equilibrium) to {res.get('t_end'):g} s = {res.get('t_end', 0) - (res.get('t_start') or 0):g} "
              f"simulated s. NMSE = mean((y - y_ref)^2) / mean(y_ref)^2 over {w[0]:g} s <= t <= {w[1]:g} s, "
              "both sides pooled (method.md section 3), sampled at every step of the method, against "

@@ -24,6 +24,7 @@ import os
 import tempfile
 
 from kernels.model import ModelError
+from kernels.system import SOLVERS
 
 
 class ConfigError(ModelError):
@@ -222,7 +223,7 @@ PARAMETER = {
 LOADS = Map(values=Map(values=Float()))         # {left: {fx: ...}, right: {...}}
 
 INTEGRATOR = Map({
-    "name": Str(), "dt": Float(gt=0, unit="s"), "relinearise_every": Int(ge=1), "solver": Str(),
+    "name": Str(), "dt": Float(gt=0, unit="s"), "relinearise_every": Int(ge=1), "solver": Str(choices=SOLVERS),
     "rtol": Float(gt=0), "atol_coordinates": Float(gt=0), "atol_speeds": Float(gt=0),
     "backend": Either(Literal("xla"), Literal("generated"), Literal("auto"),
                       reason="must be xla, generated or auto"),
@@ -272,7 +273,7 @@ TUNE = Map({
     "time_response": Map({"t_end": Float(gt=0, unit="s"), "step_time": Float(ge=0, unit="s"),
                           "dt": Float(gt=0, unit="s"), "wheel_loads": Map(values=Float()),
                           "step": Map(values=Float()), "settle_window": Float(gt=0, unit="s"),
-                          "checkpoint_block": Int(ge=1), "solver": Str()}, strict=True),
+                          "checkpoint_block": Int(ge=1), "solver": Str(choices=SOLVERS)}, strict=True),
     "optimizer": Map({"name": Str(), "learning_rate": Float(gt=0), "decay": Float(ge=0),
                       "iterations": Int(ge=0), "n_starts": Int(ge=1), "seed": Int(ge=0),
                       "start": Optional(Map(values=Float())), "gtol": Float(ge=0), "memory": Int(ge=1),

@@ -1,6 +1,6 @@
 """Shared, session-scoped fixtures: the double-wishbone and multi-link models and
 their equilibria are built and compiled once per test session (compiled
-functions such as ``sweep.kinds.time_response.lsrt2_run`` are cached by their static
+functions such as ``kernels.response.solve`` are cached by their static
 arguments, so tests that call them alike share one compilation).
 
 Test tiers (markers registered in pyproject.toml; a test's tier is given by
@@ -225,11 +225,11 @@ def step_runs_against_radau(name, model, exc, r_eq, **radau_kw):
     reference is the stored one ``name`` where it still solves this problem
     (tests/radau_store.py)."""
     import jax
-    from sweep.kinds.time_response import lsrt2_run, make_channels
+    from kernels.response import Options, Problem, make_outputs as make_channels, solve
     from tests.radau_store import radau_reference
     channels = make_channels()
     t = 4.9 + np.arange(1101) * 1e-3
-    lsrt2 = lsrt2_run(model, exc, r_eq, 4.9, 1e-3, n_samples=1101, every=1, relinearise_every=1)
+    lsrt2 = solve(Problem(model, exc, 4.9, 1e-3), Options(n_samples=1101, every=1, relinearise_every=1), r_eq)
     _, r, v = radau_reference(name, model, exc, r_eq, jnp.zeros_like(r_eq), t, **radau_kw)
     ref = jax.vmap(lambda rr, vv: channels(model, rr, vv, r_eq))(jnp.asarray(r), jnp.asarray(v))
     return t, lsrt2, ref

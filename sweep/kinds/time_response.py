@@ -3,11 +3,12 @@ integration of the load case with the configured method, channels at every
 output sample, into one cube.
 
 What a variant computes (:func:`make_variant`): apply its parameters to the
-nominal model, find the static equilibrium under the loads at the start,
-integrate the load case (:func:`response` - the same function the
-single-variant path :func:`lsrt2_run` jits) and return the channels of
-:data:`CHANNELS`, a status code (:mod:`sweep.status`) and the Newton
-iterations. The method is a value (:data:`kernels.methods.METHODS`): the
+nominal model, find the static equilibrium under the loads at the start and
+integrate the load case - the time-response driver of the kernels
+(:func:`kernels.response.driver`, the one that tuning, the tests and the
+benchmarks call too, with the plan's :class:`Case` as its problem and
+options) - and return the channels of :data:`CHANNELS`, a status code
+(:mod:`sweep.status`) and the Newton iterations. The method is a value (:data:`kernels.methods.METHODS`): the
 fixed-step linear-implicit methods are traced and mapped over the chunk, a
 method that runs on the host (the Radau reference) one variant after another
 (:class:`sweep.engine.mapping.HostRunner`); nothing here depends on which.
@@ -25,19 +26,16 @@ import fnmatch
 import functools
 import logging
 import os
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import kc, loads, metrics, statics
-from kernels.integrate import events_inside_steps
+from kernels import kc, response
 from kernels.methods import METHODS, REFERENCE, TOLERANCES, with_tolerances
-from kernels.model import Model
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
-from kernels.system import SOLVERS, model_system
 from sweep import cube, cube_schema, status
 from sweep.cube import CF_CONVENTIONS, NMSE_DEFINITION, flexible_note, provenance
 from sweep.design import make_design
@@ -54,57 +52,31 @@ log = logging.getLogger("sweep")
 NAME = "time_response"
 
 
-class Sample(NamedTuple):
-    """What a channel function sees at one output sample of one variant."""
-    model: Model
-    r: jax.Array             # (n_bodies, 6) poses [m, rad]
-    v: jax.Array             # (n_bodies, 6) pose rates [m/s, rad/s]
-    r_eq: jax.Array          # (n_bodies, 6) the variant's static equilibrium
-    bushing_index: object    # stored bushings (numpy index array) or None for all
-
-
-def _wheel_centre_displacement(s):
-    return metrics.wheel_centre_position(s.model, s.r) - metrics.wheel_centre_position(s.model, s.r_eq)
-
-
-def _bushing_force(s):
-    f = metrics.bushing_forces(s.model, s.r, s.v)
-    return f if s.bushing_index is None else f[s.bushing_index]
-
-
-# The channels of a time-response cube, in store order. One entry per
-# channel; its shape is found by jax.eval_shape (channel_shapes).
+# The channels of a time-response cube, in store order: the driver's outputs
+# (kernels.response.OUTPUTS) with their dims, units and long names. One entry
+# per channel; its shape is found by jax.eval_shape (channel_shapes).
 CHANNELS = [
     Channel("wheel_centre_displacement", ("side", "axis"), "m",
             "wheel-centre displacement from the variant's static equilibrium",
-            _wheel_centre_displacement),
-    Channel("toe", ("side",), "rad", "toe angle (DIN 70000, + = toe-in)",
-            lambda s: metrics.toe_camber(s.model, s.r)[0]),
-    Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)",
-            lambda s: metrics.toe_camber(s.model, s.r)[1]),
+            response.wheel_centre_displacement),
+    Channel("toe", ("side",), "rad", "toe angle (DIN 70000, + = toe-in)", response.toe),
+    Channel("camber", ("side",), "rad", "camber angle (DIN 70000, + = top out)", response.camber),
     # one variable for the public schema (component = fx..mz) in two units: its
     # units are layout.MIXED_UNITS ("none": pint-xarray leaves it unquantified),
     # the unit of each component the coordinate component_units, and
     # sweep.cube.split_loads gives bushing_force [N] and bushing_moment [N m]
     Channel("bushing_force", ("bushing", "component"), layout.MIXED_UNITS,
-            "force and torque of the bushing on its first body, vehicle frame", _bushing_force,
+            "force and torque of the bushing on its first body, vehicle frame", response.bushing_force,
             comment=cube.LOAD_UNITS_COMMENT),
 ]
 
 
 def make_channels(bushing_idx=None, channels=None):
-    """Result channels at one state: ``channels(model, r, v, r_eq) -> dict``
-    (r, v flat or (n_bodies, 6)), one entry per :data:`CHANNELS` entry
-    (``channels`` overrides the table). ``bushing_idx`` selects the stored
-    bushings (default: all)."""
-    idx = None if bushing_idx is None else np.asarray(bushing_idx)
-    table = CHANNELS if channels is None else channels
-
-    def fn(m, r, v, r_eq):
-        nb = m.topology.n_bodies
-        s = Sample(m, r.reshape(nb, 6), v.reshape(nb, 6), r_eq.reshape(nb, 6), idx)
-        return {ch.name: ch.fn(s) for ch in table}
-    return fn
+    """The driver's output function for a channel table (default
+    :data:`CHANNELS`): ``channels(model, r, v, r_eq) -> dict``
+    (:func:`kernels.response.make_outputs`); ``bushing_idx`` selects the
+    stored bushings (default: all)."""
+    return response.make_outputs(bushing_idx, {c.name: c.fn for c in (channels or CHANNELS)})
 
 
 def channel_key(channels=None):
@@ -113,60 +85,9 @@ def channel_key(channels=None):
     return tuple((c.name, c.dims, c.units, c.long_name, c.fn, c.dtype) for c in (channels or CHANNELS))
 
 
-def response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block",
-             method="lsrt2", bushing_idx=None, error_norm=None, split_steps=True):
-    """One variant's time response from rest at the equilibrium ``r_eq``
-    (``method``: a method value or a name of :data:`kernels.methods.METHODS`;
-    its ``simulate`` on the system of :mod:`kernels.system`): a
-    :class:`kernels.integrate.Trajectory` whose ``outputs`` are the channels
-    at every output sample. The engine's variant and :func:`lsrt2_run` both
-    run this function."""
-    meth = METHODS[method] if isinstance(method, str) else method
-    system = model_system(model, exc, solver, split_steps)
-    ch = make_channels(bushing_idx)
-    out = lambda r, v, t: ch(model, r, v, r_eq)  # noqa: E731
-    n = r_eq.size
-    return meth.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), t0, h, n_samples, every,
-                         relinearise_every, out, error_norm=error_norm)
-
-
-def lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block", method="lsrt2"):
-    """The single-variant path: :func:`response` (LSRT2 or another traced
-    method), every bushing, jitted; returns the channels at every output
-    sample. Whether a step must be split at a load event is decided here,
-    on the host, so that a load case with its switches on the step grid
-    compiles without the split (:func:`kernels.integrate.events_inside_steps`)."""
-    split = needs_split(exc, t0, h, n_samples, every)
-    return _lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split)
-
-
-def _lower_lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver="block",
-                     method="lsrt2"):
-    """``lsrt2_run.lower(...)``: the same call lowered (``jax.jit``'s
-    ``lower``), so that the benchmarks compile apart from the timed run."""
-    split = needs_split(exc, t0, h, n_samples, every)
-    return _lsrt2_run.lower(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split)
-
-
-lsrt2_run.lower = _lower_lsrt2_run
-
-
-def needs_split(exc, t0, h, n_samples, every):
-    """Whether a load event of the concrete load case lies inside a step (a
-    structural choice, decided on the host: :func:`kernels.integrate.events_inside_steps`)."""
-    return events_inside_steps(loads.event_times(exc), t0, h, (n_samples - 1) * every)
-
-
 def run_inputs(model, exc):
     """The tree whose values a lifted runner reads at run time (:mod:`sweep.engine.values`)."""
     return (model, exc)
-
-
-@functools.partial(jax.jit, static_argnames=("n_samples", "every", "relinearise_every", "solver", "method",
-                                             "split_steps"))
-def _lsrt2_run(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method, split_steps):
-    return response(model, exc, r_eq, t0, h, n_samples, every, relinearise_every, solver, method,
-                    split_steps=split_steps).outputs
 
 
 def select_bushings(patterns, names):
@@ -179,35 +100,21 @@ def select_bushings(patterns, names):
     return idx
 
 
-def error_norm(tolerance):
-    """RMS of the embedded error estimate, each component scaled by atol + rtol |y|
-    (coordinates and speeds with their own atol): <= 1 means the step's local
-    error is within ``tolerance`` = (rtol, atol_coordinates, atol_speeds)."""
-    rtol, atol_r, atol_v = tolerance
-
-    def norm(err_r, err_v, r, v):
-        sr = err_r / (atol_r + rtol * jnp.abs(r))
-        sv = err_v / (atol_v + rtol * jnp.abs(v))
-        return jnp.sqrt(jnp.mean(jnp.concatenate([sr, sv]) ** 2))
-    return norm
-
-
-def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                 method="lsrt2", tolerance=None, stages=False, lifted=False, limits=None):
+def make_variant(model, pset, case, stages=False, lifted=False):
     """The per-variant function of the time-response kind: ``theta (P,) ->
-    (channels, status, equilibrium iterations)``.
+    (channels, status, equilibrium iterations)``, the driver
+    :func:`kernels.response.driver` with the plan's :class:`Case`.
 
-    ``method``: a method value or name (:data:`kernels.methods.METHODS`);
-    with an embedded error estimate (ROS34PW2) and ``tolerance`` = (rtol,
-    atol_coordinates, atol_speeds), a variant whose largest per-step
+    With an embedded error estimate (ROS34PW2) and ``case.tolerance`` =
+    (rtol, atol_coordinates, atol_speeds), a variant whose largest per-step
     estimate exceeds it gets status ``inaccurate`` (values kept). A failed
-    equilibrium or a non-finite state gives NaN values. ``limits``
+    equilibrium or a non-finite state gives NaN values. ``case.limits``
     (:class:`kernels.kc.StaticLimits`, None: unchecked): a static
     equilibrium beyond them gets status ``implausible_static_state``
     (values kept; it outranks ``inaccurate``).
 
     ``stages=True`` returns its two halves instead, ``equilibrium(theta) ->
-    (r_eq, converged, iterations)`` and ``integrate(theta, carry)`` (for
+    (r_eq, converged, iterations, plausible)`` and ``integrate(theta, carry)`` (for
     :class:`sweep.engine.mapping.StagedRunner` / ``HostRunner``); ``variant``
     is their composition.
 
@@ -215,24 +122,23 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     inputs (:mod:`sweep.engine.values`): the function takes a row
     ``[theta | values]`` with ``values`` = ``Lifted((model, exc)).vector``
     (:func:`run_inputs`; the runner's key holds its structure).
-    Whether a step must be split at a load event is decided here, from the
-    concrete load case, and is part of the structure. ``lifted =
-    "equilibrium"``: only the equilibrium stage reads the values from the
-    row; the integration stage folds them in (the generated backend)."""
-    meth = METHODS[method] if isinstance(method, str) else method
-    norm = error_norm(tolerance) if (tolerance is not None and meth.has_error_estimate) else None
-    split = needs_split(exc, t0, dt, n_samples, every)
+    Whether a step must be split at a load event is decided from the
+    concrete load case (:attr:`Case.options`) and is part of the structure.
+    ``lifted = "equilibrium"``: only the equilibrium stage reads the values
+    from the row; the integration stage folds them in (the generated backend)."""
+    run_time_response = response.driver(case.options, make_channels(case.bidx))
     n_params = len(pset)
+    limits = case.limits
 
     def folded(row):
-        return pset.apply(model, row[:n_params]), exc
+        return response.Problem(pset.apply(model, row[:n_params]), case.exc, case.t0, case.dt)
     if lifted:
         from sweep.engine.values import Lifted
-        lift = Lifted(run_inputs(model, exc))
+        lift = Lifted(run_inputs(model, case.exc))
 
         def inputs(row):
             theta, (m, e) = lift.split(row, n_params)
-            return pset.apply(m, theta), e
+            return response.Problem(pset.apply(m, theta), e, case.t0, case.dt)
     else:
         inputs = folded
     # the generated integration folds the values into its C (module
@@ -240,17 +146,15 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     integration_inputs = folded if lifted == "equilibrium" else inputs
 
     def equilibrium(row):
-        m, e = inputs(row)
-        eq = statics.static_equilibrium(m, loads.u_at(e, t0))
-        plausible = (kc.static_state_plausible(m, eq.r, limits) if limits is not None
+        problem = inputs(row)
+        start = run_time_response.init(problem)
+        plausible = (kc.static_state_plausible(problem.model, start.r, limits) if limits is not None
                      else jnp.asarray(True))
-        return eq.r, eq.converged, eq.iterations, plausible
+        return start.r, start.converged, start.iterations, plausible
 
     def integrate_from(row, carry):
         r_eq, converged, iterations, plausible = carry
-        m, e = integration_inputs(row)
-        traj = response(m, e, r_eq, t0, dt, n_samples, every, relin, solver, meth, bushing_idx, norm,
-                         split_steps=split)
+        traj = run_time_response.run(integration_inputs(row), r_eq)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(traj.outputs)]))
         ok = jnp.where(plausible, jnp.where(traj.max_error > 1.0, status.INACCURATE, status.OK),
                        status.IMPLAUSIBLE)
@@ -266,9 +170,7 @@ def make_variant(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx,
     return lambda theta: integrate_from(theta, equilibrium(theta))
 
 
-def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver="block",
-                      n_dev=1, method="lsrt2", tolerance=None, micro_batch=None, backend="xla", lifted=False,
-                      limits=None):
+def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
     (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
@@ -276,25 +178,23 @@ def make_chunk_runner(model, pset, exc, t0, dt, n_samples, every, relin, bushing
     only the integration is sharded (:class:`~sweep.engine.mapping.StagedRunner`);
     a method that cannot be traced runs variant by variant on the host
     (:class:`~sweep.engine.mapping.HostRunner`). A chunk of one variant is
-    the app's single-variant path. ``backend`` = generated: the integration
-    as generated C (:class:`sweep.engine.generated.GeneratedRunner`; this
-    function's XLA runner is its fallback). ``lifted``: rows ``[theta |
-    values]`` in place of thetas (:func:`make_variant`); ``limits``: the
-    static state's plausibility limits (:func:`make_variant`)."""
-    meth = METHODS[method] if isinstance(method, str) else method
-    args = (model, pset, exc, t0, dt, n_samples, every, relin, bushing_idx, solver, meth, tolerance)
-    if not meth.jittable:
-        return mapping.HostRunner(*make_variant(*args, stages=True, lifted=lifted, limits=limits), micro_batch)
-    if backend == "generated":
+    the app's single-variant path. ``case.backend`` = generated: the
+    integration as generated C (:class:`sweep.engine.generated.GeneratedRunner`;
+    the same case on XLA is its fallback). ``lifted``: rows ``[theta |
+    values]`` in place of thetas (:func:`make_variant`)."""
+    if not case.method.jittable:
+        return mapping.HostRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), micro_batch)
+    if case.backend == "generated":
         from sweep.engine.generated import GeneratedRunner, default_threads
-        fallback = make_chunk_runner(*args[:10], n_dev, meth, tolerance, micro_batch, "xla", lifted, limits)
-        return GeneratedRunner(*make_variant(*args, stages=True, lifted=lifted and "equilibrium", limits=limits),
+        fallback = make_chunk_runner(model, pset, dataclasses.replace(case, backend="xla"), n_dev, micro_batch,
+                                     lifted)
+        return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
-                               values_key=_values_digest(model, exc) if lifted else "")
+                               values_key=_values_digest(model, case.exc) if lifted else "")
     if n_dev > 1:
-        return mapping.StagedRunner(*make_variant(*args, stages=True, lifted=lifted, limits=limits), n_dev,
+        return mapping.StagedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), n_dev,
                                     micro_batch)
-    return mapping.map_variants(make_variant(*args, lifted=lifted, limits=limits), 1, micro_batch)
+    return mapping.map_variants(make_variant(model, pset, case, lifted=lifted), 1, micro_batch)
 
 
 def _values_digest(model, exc):
@@ -319,22 +219,49 @@ def channel_shapes(model, bushing_idx, channels=None):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Case:
-    """The validated load case and integration of a time-response plan."""
-    exc: Any
-    t0: float
-    t1: float
-    dt: float
-    every: int
+    """The validated load case and integration of a time-response plan: the
+    driver's problem values (``exc``, ``t0``, ``dt``) and its options
+    (:attr:`options`), the stored bushings, the backend and the static
+    state's limits. ``Case(exc, t0, dt, n_samples, ...)`` with the rest at
+    their defaults is the case of a script or a test."""
+    exc: Any                    # kernels.loads.Excitation
+    t0: float                   # s
+    dt: float                   # s
     n_samples: int
-    relin: int
-    solver: str
-    bidx: tuple
-    times: np.ndarray
-    method: Any                 # the method value (kernels.methods.METHODS, options applied)
-    backend: str                # xla | generated (integrator.backend resolved: sweep.engine.generated)
-    tolerance: Optional[tuple]  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
-    loadcase_name: str
+    every: int = 1
+    relin: int = 1
+    solver: str = "block"
+    bidx: Optional[tuple] = None  # stored bushings (indices), None: all
+    method: Any = "lsrt2"       # the method value or name (kernels.methods.METHODS, options applied)
+    backend: str = "xla"        # xla | generated (integrator.backend resolved: sweep.engine.generated)
+    tolerance: Optional[tuple] = None  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
     limits: Any = None          # kernels.kc.StaticLimits of the static state (config `checks`)
+    loadcase_name: str = ""
+
+    def __post_init__(self):
+        if isinstance(self.method, str):
+            object.__setattr__(self, "method", METHODS[self.method])
+        if self.bidx is not None:
+            object.__setattr__(self, "bidx", tuple(int(i) for i in self.bidx))
+
+    @property
+    def t1(self) -> float:
+        """End of the run [s]."""
+        return self.t0 + (self.n_samples - 1) * self.every * self.dt
+
+    @property
+    def times(self) -> np.ndarray:
+        """The output samples' times [s]."""
+        return self.t0 + np.arange(self.n_samples) * self.every * self.dt
+
+    @functools.cached_property
+    def options(self) -> response.Options:
+        """The driver's options (:class:`kernels.response.Options`); whether a
+        step may be split at a load event decided from the concrete load case."""
+        split = response.needs_split(self.exc, self.t0, self.dt, (self.n_samples - 1) * self.every)
+        return response.Options(n_samples=self.n_samples, method=self.method, every=self.every,
+                                relinearise_every=self.relin, solver=self.solver, split_steps=split,
+                                tolerance=self.tolerance)
 
 
 # error-estimate tolerances of a fixed-step method with an embedded solution
@@ -401,23 +328,15 @@ class TimeResponse(JobKind):
         exc, t0, t1 = build_excitation(lc)
         if sw.get("start") is not None:
             t0 = float(sw["start"])
-            if not t0 < t1:
-                raise ConfigError(f"sweep.start = {t0} must be before loadcase.t_end = {t1}")
+        # the integrator's values were checked with the config (sweep.schema.check_config:
+        # the schema and TimeResponse.check); here they are only read
         integ = OmegaConf.to_container(cfg.integrator, resolve=True)
-        if integ["name"] not in METHODS:
-            raise ConfigError(f"integrator.name = {integ['name']!r} is not one of {', '.join(METHODS)}")
         method, tolerance = method_from_config(integ)
         dt = float(integ["dt"])
-        if not dt > 0:
-            raise ConfigError(f"integrator.dt = {dt} must be positive")
         every = int(sw["every"]) if sw.get("every") is not None else int(cfg.output.every)
         n_samples = sample_grid(t0, t1, dt, every)
         relin = int(integ.get("relinearise_every", 1))
-        if relin < 1:
-            raise ConfigError(f"integrator.relinearise_every = {relin} must be >= 1")
         solver = str(integ.get("solver", "block"))
-        if solver not in SOLVERS:
-            raise ConfigError(f"integrator.solver = {solver!r} is not one of {', '.join(SOLVERS)}")
         names = model.topology.bushing_names
         refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
         bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
@@ -444,7 +363,7 @@ class TimeResponse(JobKind):
             max_devices=None if (method.jittable and backend == "xla") else 1)
         if not method.jittable:
             C = min(C, len(X))
-        times = t0 + np.arange(n_samples) * every * dt
+        times = t0 + np.arange(n_samples) * every * dt      # = case.times
         tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
         coords = {
             "variant": (np.arange(len(X), dtype=np.int64), {}),
@@ -457,10 +376,9 @@ class TimeResponse(JobKind):
             "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
                                 ("component",)),
         }
-        case = Case(exc=exc, t0=t0, t1=t1, dt=dt, every=every, n_samples=n_samples, relin=relin,
-                    solver=solver, bidx=tuple(bidx), times=times, method=method, tolerance=tolerance,
-                    backend=backend,
-                    loadcase_name=str(cfg.loadcase.name), limits=static_limits(cfg))
+        case = Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
+                    bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
+                    limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name))
         return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                     micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
                     coords=coords, lead=(("time", n_samples, tc),),
@@ -468,8 +386,6 @@ class TimeResponse(JobKind):
 
     def runner(self, plan):
         c, topo = plan.case, plan.model.topology
-        args = (plan.model, plan.pset, c.exc, c.t0, c.dt, c.n_samples, c.every, c.relin, list(c.bidx),
-                c.solver, plan.n_dev, c.method, c.tolerance, plan.micro_batch, c.backend)
         where = (engine_note(plan.n_dev) if c.method.jittable else "the host, one variant at a time")
         if c.backend == "generated":
             from sweep.engine.generated import default_threads
@@ -481,10 +397,10 @@ class TimeResponse(JobKind):
         from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
-        split = needs_split(c.exc, c.t0, c.dt, c.n_samples, c.every)
         # keyed on structure: the model's and load case's values are the rows' tail
-        key = fingerprint(NAME, plan.chunk, channel_key(), structure, split, tuple(c.limits), *args[3:])
-        return Runner(make_chunk_runner(*args, lifted=True, limits=c.limits),
+        key = fingerprint(NAME, plan.chunk, channel_key(), structure, c.options, tuple(c.limits), c.t0, c.dt,
+                          c.bidx, plan.n_dev, plan.micro_batch, c.backend)
+        return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True),
                       np.zeros((plan.chunk, len(plan.pset) + size)),
                       what, key=key, values=vals)
 
@@ -493,7 +409,7 @@ class TimeResponse(JobKind):
         exc, t0, _ = build_excitation(OmegaConf.to_container(cfg.loadcase, resolve=True))
         if cfg.sweep.get("start") is not None:
             t0 = float(cfg.sweep.start)
-        return jax.jit(statics.static_equilibrium)(model, loads.u_at(exc, t0)).r, False
+        return response.equilibrium(response.Problem(model, exc, t0, float(cfg.integrator.dt))).r, False
 
     def summary(self, plan):
         c = plan.case

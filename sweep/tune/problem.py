@@ -28,7 +28,7 @@ import numpy as np
 import yaml
 from omegaconf import OmegaConf
 
-from kernels import kc, loads, metrics, statics
+from kernels import kc, loads, metrics, response
 from kernels.model import ModelError
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters, check_keys
@@ -248,9 +248,7 @@ class TuneProblem:
         dt = float(tr.get("dt", 1e-3))
         t_end = float(tr.get("t_end", 0.3))
         t_step = float(tr.get("step_time", 0.05))
-        if not dt > 0:
-            raise ConfigError(f"{what}.dt = {dt} must be > 0")
-        n = int(round(t_end / dt))
+        n = int(round(t_end / dt))        # dt > 0: the schema (sweep.schema.TUNE)
         if n < 1 or not math.isclose(n * dt, t_end, abs_tol=1e-9):
             raise ConfigError(f"{what}.dt = {dt} does not divide t_end = {t_end}")
         if not 0 <= t_step < t_end:
@@ -277,38 +275,35 @@ class TuneProblem:
                 raise ConfigError(f"{section}: peak_bushing_force needs a model with a reference_bushing")
         ref_idx = np.array([names.index(refs[s]) for s in kc.SIDES]) if refs else np.zeros(2, int)
         times = np.arange(n + 1) * dt
-        return dict(dt=dt, n=n, block=block, t_step=t_step, t_end=t_end, solver=solver,
+        options = response.Options(n_samples=n + 1, method="lsrt2", solver=solver, state_events=False,
+                                   checkpoint_block=block)
+        return dict(dt=dt, n=n, block=block, t_step=t_step, t_end=t_end, solver=solver, options=options,
                     exc=loads.excitation(base, [(t_step, 0.0, amp)]), ref_idx=ref_idx,
                     after=times >= t_step - 1e-9, settle=times >= t_end - window - 1e-9, times=times)
 
     def time_response(self, model):
-        """Reference-bushing Fx [N] and wheel-centre x displacement [m], (n+1, 2) each."""
-        from kernels.system import model_system
+        """Reference-bushing Fx [N] and wheel-centre x displacement [m], (n+1, 2) each:
+        the time-response driver (:func:`kernels.response.driver`) with LSRT2
+        linearised every step, its reverse mode in checkpointed blocks."""
         tr = self.tr
-        m = model.topology.n_bodies
-        eq = statics.static_equilibrium(model, loads.u_at(tr["exc"], 0.0))
         if "friction" in model.topology.p2p_events:
             raise ModelError("tuning: a time-response objective cannot be differentiated through a damper's "
                              "switching friction (its stick/slip events are located by a while loop, which "
                              "reverse mode cannot pass); give the damper friction law: regularised")
+        m = model.topology.n_bodies
+
+        def out(mdl, r, v, r_eq):
+            r = r.reshape(m, 6)
+            f = metrics.bushing_forces(mdl, r, v.reshape(m, 6))[tr["ref_idx"], 0]
+            x = metrics.wheel_centre_position(mdl, r)[:, 0] - metrics.wheel_centre_position(mdl, r_eq.reshape(m, 6))[:, 0]
+            return {"fx": f, "x": x}
         # the stops by the sign of their penetration (the state events of a
         # switching stop law are not reverse-differentiable; this load case
         # keeps the stops clear, where both laws are the same force)
-        system = model_system(model, tr["exc"], tr["solver"], state_events=False)
-        wc0 = metrics.wheel_centre_position(model, eq.r)
-
-        def out(r, v, t):
-            r = r.reshape(m, 6)
-            f = metrics.bushing_forces(model, r, v.reshape(m, 6))[tr["ref_idx"], 0]
-            return {"fx": f, "x": metrics.wheel_centre_position(model, r)[:, 0] - wc0[:, 0]}
-        # LSRT2 linearised every step, its reverse mode in checkpointed blocks
-        from kernels.lsrt2 import LSRT2
-        n, block = int(tr["n"]), int(tr["block"])
-        if block < 1 or n % block:
-            raise ModelError(f"n_steps = {n} must be a positive multiple of block = {block}")
-        traj = LSRT2.simulate(system, eq.r.reshape(-1), jnp.zeros(6 * m), 0.0, tr["dt"], n + 1,
-                              output_fn=out, checkpoint_block=block)
-        return traj.outputs, eq.converged
+        run = response.driver(tr["options"], out)
+        problem = response.Problem(model, tr["exc"], 0.0, tr["dt"])
+        start = run.init(problem)
+        return run.run(problem, start.r).outputs, start.converged
 
     # ----- responses and objective
     def responses(self, theta):

@@ -46,11 +46,10 @@ def test_cli_writes_a_valid_cube_and_summary(cli_run):
 
 
 def test_cube_equals_direct_kernel_run(cli_run, dw_model, step_excitation, dw_equilibrium):
-    from sweep.kinds.time_response import lsrt2_run
+    from kernels.response import Options, Problem, solve
     _, out = cli_run
     ds = xr.open_zarr(out)
-    direct = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.95, 0.001,
-                       n_samples=101, every=1, relinearise_every=1)
+    direct = solve(Problem(dw_model, step_excitation, 4.95, 0.001), Options(n_samples=101, every=1, relinearise_every=1), dw_equilibrium.r)
     np.testing.assert_allclose(ds.bushing_force.values[0], direct["bushing_force"], rtol=1e-9, atol=1e-6)
     np.testing.assert_allclose(ds.toe.values[0], direct["toe"], rtol=1e-9, atol=1e-12)
 

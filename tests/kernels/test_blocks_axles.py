@@ -19,10 +19,10 @@ def _trajectories_agree(model, exc, eq):
     """Whole LSRT2 trajectories across the step (4.9-6.0 s) with either
     factorisation agree to 1e-8 relative. The block run has the static
     arguments of the validation tests, so it shares their compilation."""
-    from sweep.kinds.time_response import lsrt2_run
+    from kernels.response import Options, Problem, solve
     kw = dict(n_samples=1101, every=1, relinearise_every=1)
-    a = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, **kw)
-    b = lsrt2_run(model, exc, eq.r, 4.9, 1e-3, solver="dense", **kw)
+    a = solve(Problem(model, exc, 4.9, 1e-3), Options(**kw), eq.r)
+    b = solve(Problem(model, exc, 4.9, 1e-3), Options(solver="dense", **kw), eq.r)
     for k in ("wheel_centre_displacement", "bushing_force"):
         scale = float(jnp.abs(b[k]).max())
         assert scale > 0

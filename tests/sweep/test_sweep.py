@@ -202,7 +202,7 @@ def test_grid_and_table_designs(tmp_path):
     ("+sweep.parameters.spring_rate.scaling=log", "sweep.parameters.spring_rate.scaling: unknown key"),
     ("sweep.parameters.spring_rate.target=spring.stiffness", "target = 'spring.stiffness' is not one of"),
     ("sweep.design=halton", "sweep.design = 'halton' is not one of"),
-    ("integrator.solver=cholesky", "integrator.solver = 'cholesky' is not one of block, dense"),
+    ("integrator.solver=cholesky", "integrator.solver = 'cholesky': must be one of block, dense, block32"),
     # semantic checks: values that would be accepted and change the study silently
     ("+sweep.parameters.spring_rate.directions=x", "sweep.parameters.spring_rate.directions = 'x': spring elements"),
     ("+sweep.parameters.upper_arm_radial.mode=value",

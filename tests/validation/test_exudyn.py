@@ -226,11 +226,10 @@ TOL_TOE_CAMBER = 9e-4            # rad (measured 5.6e-4; toe varies by 1.8e-2 ra
 
 @pytest.fixture(scope="module")
 def step_runs(dw_model, step_excitation, dw_equilibrium, matched):
-    from sweep.kinds.time_response import lsrt2_run
+    from kernels.response import Options, Problem, solve
     axle, _ = matched
     n = int(round((6.0 - 4.9) / H)) + 1
-    ours = lsrt2_run(dw_model, step_excitation, dw_equilibrium.r, 4.9, H,
-                     n_samples=n, every=1, relinearise_every=1)
+    ours = solve(Problem(dw_model, step_excitation, 4.9, H), Options(n_samples=n, every=1, relinearise_every=1), dw_equilibrium.r)
     ours = {k: np.asarray(v) for k, v in ours.items()}
     exu = cx.simulate(axle, 4.9, 6.0, H, spectral_radius=0.9, sample=H)
     return ours, exu

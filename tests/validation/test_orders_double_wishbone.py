@@ -19,7 +19,7 @@ def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_e
 
     Uses the static arguments of step_runs_against_radau (n_samples = 1101,
     every = 1; h is traced), so it shares that compilation."""
-    from sweep.kinds.time_response import lsrt2_run, make_channels
+    from kernels.response import Options, Problem, make_outputs as make_channels, solve
     channels = make_channels()
     from tests.radau_store import radau_reference
     model, exc, r_eq = dw_model, step_excitation, dw_equilibrium.r
@@ -31,7 +31,7 @@ def test_lsrt2_order_on_the_double_wishbone_step(dw_model, step_excitation, dw_e
     hs = (2e-3, 1e-3, 5e-4)
     errors = {"wheel_displacement": [], "bushing_force": []}
     for h in hs:
-        out = lsrt2_run(model, exc, r_eq, t0, h, n_samples=1101, every=1, relinearise_every=1)
+        out = solve(Problem(model, exc, t0, h), Options(n_samples=1101, every=1, relinearise_every=1), r_eq)
         s = int(round(dt_out / h))
         sub = jax.tree_util.tree_map(lambda a: np.asarray(a)[::s][:len(t_out)], out)
         for what, e in errors.items():
@@ -64,7 +64,7 @@ def test_orders_through_the_load_step_on_and_off_the_step_grid(dw_model, dw_equi
     test_lsrt2_order_on_the_double_wishbone_step and, for ROS34PW2's c = 1
     stage, the linear problem of tests/kernels/test_methods.py."""
     from kernels import loads
-    from sweep.kinds.time_response import lsrt2_run, make_channels
+    from kernels.response import Options, Problem, make_outputs as make_channels, solve
     from tests.radau_store import radau_reference
     channels = make_channels()
     model, r_eq = dw_model, dw_equilibrium.r
@@ -85,7 +85,7 @@ def test_orders_through_the_load_step_on_and_off_the_step_grid(dw_model, dw_equi
     hs = (1e-3, 5e-4, 2.5e-4)
     e = []
     for h in hs:
-        out = lsrt2_run(model, exc, r_eq, t0, h, n_samples=1101, every=1, relinearise_every=1, method=method)
+        out = solve(Problem(model, exc, t0, h), Options(n_samples=1101, every=1, relinearise_every=1, method=method), r_eq)
         s = int(round(dt_out / h))
         sub = jax.tree_util.tree_map(lambda a: np.asarray(a)[::s][:len(t_out)], out)
         e.append(float(np.sqrt(np.mean((pooled_signals(sub, model, "wheel_displacement") - y_ref) ** 2))))

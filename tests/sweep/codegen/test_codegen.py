@@ -251,7 +251,7 @@ def test_runner_falls_back_to_xla_with_one_line_when_no_compiler(monkeypatch, ca
 def _toy_runner_pair(method="lsrt2", relin=1, n_samples=61, every=2, model_name="toy_trailing_arm"):
     from kernels import loads
     from kernels.model import build_model
-    from sweep.kinds.time_response import make_chunk_runner
+    from sweep.kinds.time_response import Case, make_chunk_runner
     from sweep.model_builder import build_tables
     from sweep.params import build_parameters
     from tests.conftest import load_model_cfg
@@ -266,9 +266,10 @@ def _toy_runner_pair(method="lsrt2", relin=1, n_samples=61, every=2, model_name=
                              "bounds": [0.5, 2.0]},
             "damping": {"target": "bushing.damping", "elements": "*", "bounds": [0.5, 2.0]}}
     pset = build_parameters(spec, model)
-    args = (model, pset, exc, 4.95, 1e-3, n_samples, every, relin, None, "block", 1, method, None, None)
+    case = lambda backend: Case(exc, 4.95, 1e-3, n_samples, every=every, relin=relin, method=method,  # noqa: E731
+                                backend=backend)
     thetas = np.array([[1.0, 1.0], [0.5, 2.0], [2.0, 0.5], [1.3, 0.7], [0.8, 1.6]])
-    return make_chunk_runner(*args, backend="generated"), make_chunk_runner(*args, backend="xla"), thetas
+    return make_chunk_runner(model, pset, case("generated")), make_chunk_runner(model, pset, case("xla")), thetas
 
 
 STORE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures", "codegen")

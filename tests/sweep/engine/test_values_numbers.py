@@ -3,6 +3,8 @@ model's values (sweep.engine.values): equal, to round-off, to an independent
 program compiled with those values folded in (the ``lifted=False`` runner
 of the changed model), for the time response and K&C on the toy axle with
 every kind of value changed at once. The keys: test_values.py."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -35,8 +37,7 @@ def test_time_response_reads_changed_values_at_run_time():
     thetas = np.zeros((1, 0))
     got = jax.device_get(ra.fn(values.rows(thetas, rb.values)))
     c = plan_b.case
-    folded = tr.make_chunk_runner(plan_b.model, plan_b.pset, c.exc, c.t0, c.dt, c.n_samples, c.every, c.relin,
-                                  list(c.bidx), c.solver, 1, c.method, c.tolerance, None, "xla", lifted=False)
+    folded = tr.make_chunk_runner(plan_b.model, plan_b.pset, dataclasses.replace(c, backend="xla"), lifted=False)
     want = jax.device_get(folded(thetas))
     assert int(got[1][0]) == int(want[1][0]) == 0          # status ok
     errs = rel_err(got[0], want[0])

@@ -1,7 +1,7 @@
 """Output channels are declared once (sweep.kinds.time_response.CHANNELS): a channel
 added to the table - one edit - reaches the cube with its dims, units and
 long name, shapes by jax.eval_shape, also when variants fail (NaN fill) and
-with the Radau reference path. (That the single-variant path lsrt2_run and
+with the Radau reference path. (That the single-variant path kernels.response.solve and
 the engine's cube agree: tests/e2e/test_app.py::test_cube_equals_direct_kernel_run.)"""
 import pytest
 
