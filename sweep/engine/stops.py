@@ -27,7 +27,13 @@ log = logging.getLogger("sweep")
 class RunContext:
     """The state of one running job; a context manager (signal handlers
     installed on entry, restored and the store locks released on exit,
-    whatever happens)."""
+    whatever happens).
+
+    ``on_chunk_written``: called with the number of chunks written so far,
+    each time a chunk is safely in the store (before a stop request is
+    honoured); None by default. An observer set on the class by a launcher
+    (the tests' fault injection, ``tests/fault_sweep.py``)."""
+    on_chunk_written = None
 
     def __init__(self):
         self.signum = None

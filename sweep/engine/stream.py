@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import time
 
 import jax
@@ -130,18 +129,6 @@ def compile_runner(ctx, runner, n_dev):
     return run_chunk, compile_s
 
 
-def _test_kill_hook(written):
-    """Test hook: ``AXLE_TEST_KILL_AFTER_CHUNKS=N`` makes the process send
-    itself ``AXLE_TEST_KILL_SIGNAL`` (KILL default, TERM, INT) once it has
-    written N chunks - deterministic fault tests without clocks."""
-    n = os.environ.get("AXLE_TEST_KILL_AFTER_CHUNKS")
-    if n and written == int(n):
-        sig = getattr(signal, "SIG" + os.environ.get("AXLE_TEST_KILL_SIGNAL", "KILL").upper())
-        os.kill(os.getpid(), sig)
-        if sig == signal.SIGKILL:  # pragma: no cover - not reached
-            time.sleep(60)
-
-
 def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
     """Run this shard's unfinished chunks and write each to the store as soon
     as it finishes (what was written survives a crash; a rerun skips it).
@@ -204,7 +191,8 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
         summary["variants_run"] += b - a
         if bar is not None:
             bar.update(b - a)
-        _test_kill_hook(written)
+        if ctx.on_chunk_written is not None:
+            ctx.on_chunk_written(written)
         ctx.checkpoint()
 
     def chunk_thetas(k):

@@ -11,7 +11,8 @@
   and creation folders of dead processes are cleaned up;
 - a write error (disk full) gives one line and a consistent store.
 
-Deterministic: faults are injected by hooks (``AXLE_TEST_KILL_AFTER_CHUNKS``,
+Deterministic: faults are injected by hooks (``AXLE_TEST_KILL_AFTER_CHUNKS`` of
+the launcher ``tests/fault_sweep.py``,
 a patched writer) or after the job reported progress, never by the clock.
 Every run shares one persistent compilation cache, so only the first
 compiles (the toy axle, a 0.05 s step).
@@ -52,7 +53,8 @@ def env(tmp_path_factory):
 
 
 def cmd(path, *extra):
-    return [sys.executable, "-m", "sweep", *TOY, f"output.path={path}",
+    # the sweep with the tests' fault injection (tests/fault_sweep.py: python -m sweep without its variables)
+    return [sys.executable, "-m", "tests.fault_sweep", *TOY, f"output.path={path}",
             f"hydra.run.dir={os.path.dirname(str(path))}/hydra", *extra]
 
 

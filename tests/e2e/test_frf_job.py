@@ -1,4 +1,4 @@
-"""The frequency-response job kind (sweep/kinds/frf.py, ``loadcase=frf``): a
+"""The frequency-response job kind (sweep/kinds/frequency_response.py, ``loadcase=frf``): a
 design of variants -> one cube, each variant's transfer functions equal to
 kernels.frf called here on that variant's model at its own static
 equilibrium, the low-frequency end equal to finite differences of the

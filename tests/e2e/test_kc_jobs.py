@@ -38,7 +38,7 @@ def test_kc_sweep_writes_a_cube_with_units_and_isolates_failures(kc_cube, toy_di
     assert ds.sizes["travel"] == 5 and list(ds.side.values) == ["left", "right"]
     np.testing.assert_allclose(ds.travel.values, np.linspace(-0.04, 0.04, 5))
     assert ds.travel.attrs["units"] == "m"
-    from sweep.kinds.kc import parseable_units
+    from sweep.kinds.kinematics_compliance import parseable_units
     for name, (units, _) in kc.METRICS.items():
         assert ds[name].attrs["units"] == parseable_units(units) and ds[name].dims == ("variant", "side")
     assert ds.compliance_matrix.dims == ("variant", "side", "dof", "component")

@@ -57,7 +57,8 @@ def test_failing_variant_is_isolated_and_lanes_are_independent(failing_table):
 
 
 def _job(path, *extra):
-    return [sys.executable, "-m", "sweep", *SHORT, *PARAMS, "sweep.n_variants=12",
+    # the sweep with the tests' fault injection (tests/fault_sweep.py: python -m sweep without its variables)
+    return [sys.executable, "-m", "tests.fault_sweep", *SHORT, *PARAMS, "sweep.n_variants=12",
             "sweep.chunk_size=2", "sweep.progress=false", f"output.path={path}", *extra]
 
 

@@ -260,7 +260,7 @@ def test_force_load_case_layout_without_compute(tmp_path):
     laid out before any compute; its curves are the kernels' force_curve,
     checked against the metrics on the double wishbone above)."""
     from sweep.engine.layout import store_spec
-    from sweep.kinds.kc import KIND
+    from sweep.kinds.kinematics_compliance import KIND
     plan = KIND.plan(_kc_cfg("loadcase=kc_aligning_torque", "loadcase.load=[-100.0,100.0]",
                              "loadcase.steps=5", f"output.path={tmp_path}/a.zarr"))
     spec = store_spec(plan)

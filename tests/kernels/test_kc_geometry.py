@@ -70,7 +70,7 @@ def test_vehicle_and_steering_joint_config_errors_name_the_field():
 
 
 def test_steering_load_case_needs_a_steering_joint():
-    from sweep.kinds.kc import KIND
+    from sweep.kinds.kinematics_compliance import KIND
     prepare_kc = KIND.plan
     from sweep.schema import ConfigError
     from tests.jobs import cfg_of

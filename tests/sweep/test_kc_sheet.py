@@ -22,7 +22,7 @@ METRIC_UNITS = {"design_wheel_load": "N", "design_toe": "deg", "design_camber": 
 
 def synthetic_cube(analysis="wheel_travel", n=6, steps=5, mode="parallel", failed=(2,), step_failed=(3,),
                    steering=False, seed=0):
-    """A K&C cube like the K&C job kind (sweep.kinds.kc) writes: variant ``failed`` all NaN (status 1),
+    """A K&C cube like the K&C job kind (sweep.kinds.kinematics_compliance) writes: variant ``failed`` all NaN (status 1),
     variant ``step_failed`` NaN at its last step (status 3), caster / kingpin
     inclination all NaN unless ``steering``."""
     rng = np.random.default_rng(seed)

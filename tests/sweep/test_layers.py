@@ -43,3 +43,33 @@ def test_contract_catches_a_circle(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode != 0
     assert "sweep.engine.mapping -> sweep.entry" in out.stdout
+
+
+def _modules(package):
+    for dirpath, _, files in os.walk(os.path.join(ROOT, package)):
+        for f in files:
+            if f.endswith(".py"):
+                yield os.path.join(dirpath, f)
+
+
+def test_no_module_name_is_shared_between_kernels_and_sweep():
+    """A module's name says which room it is in: no basename (package
+    ``__init__`` / ``__main__`` aside) in both ``kernels/`` and ``sweep/``."""
+    names = {p: {os.path.basename(f) for f in _modules(p)} - {"__init__.py", "__main__.py"}
+             for p in ("kernels", "sweep")}
+    assert names["kernels"] and names["sweep"]
+    assert not names["kernels"] & names["sweep"], sorted(names["kernels"] & names["sweep"])
+
+
+def test_the_time_loop_is_run_only_by_the_kernels():
+    """No module of ``sweep/`` calls a method's time loop (``.simulate(...)``)
+    itself: the job kinds, tuning and the generated backend all run the one
+    time-response driver, ``kernels.response``."""
+    import ast
+    calls = []
+    for path in _modules("sweep"):
+        for node in ast.walk(ast.parse(open(path).read(), path)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "simulate":
+                calls.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    assert not calls, calls
+    assert any("simulate(" in open(p).read() for p in _modules("kernels"))

@@ -122,7 +122,7 @@ def test_resume_keeps_the_store_chunks_whatever_the_device_count(tmp_path, monke
 
 DEVICE_COUNT = """
 import sys
-import sweep.app, sweep.kinds.kc, sweep.tune   # the entry points' modules: none starts a JAX backend
+import sweep.app, sweep.kinds.kinematics_compliance, sweep.tune   # the entry points' modules: none starts a JAX backend
 from sweep import runtime
 runtime.xla_flags_from_env()
 import jax

@@ -49,7 +49,7 @@ def test_time_response_reads_changed_values_at_run_time():
 
 def test_kc_reads_changed_values_at_run_time():
     import jax
-    from sweep.kinds import kc as kc_kind
+    from sweep.kinds import kinematics_compliance as kc_kind
     plan_a, ra = plan_and_runner(*TOY_KC)
     changed = [CHANGES["bushing rate"], CHANGES["hardpoint"], CHANGES["mass"], "loadcase.travel=[-0.06,0.07]",
                "loadcase.loaded_radius=0.33", "loadcase.brake_lock_stiffness=5.0e+4"]
