@@ -280,11 +280,53 @@ def model_keys() -> dict:
                "p2p": Names(P2P)}
     section.update({g.table_key: Names(ANY) for g in forces.GROUPS.values() if not g.builtin})
     return {"name": ANY, "description": ANY, "notes": ANY, "gravity": ANY, "stop_law": ANY,
-            "hardpoints": Names(ANY), "bushing_types": Names(CHARACTERISTICS),
+            "elements": ANY, "hardpoints": Names(ANY), "bushing_types": Names(CHARACTERISTICS),
             "per_side": section, "shared": section, "wheels": {"left": ANY, "right": ANY},
             "reference_bushing": ANY, "steering_joint": ANY, "travel_lock": ANY,
             "steering_rack": dict.fromkeys(RACK_KEYS), "vehicle": dict.fromkeys(VEHICLE_KEYS),
             "alignment": ALIGNMENT}
+
+
+def load_element_groups(entries, key="model.elements"):
+    """Register the force-element groups a model file names in ``elements:``
+    (a list of ``"module:ATTRIBUTE"``, the attribute a
+    :class:`kernels.forces.ElementGroup` or a list of them; the module is
+    imported like any Python module, e.g. from the working directory or an
+    installed package). A group already registered as the same object is
+    kept; another group under its name or table key is an error. Returns
+    the groups. Every failure is a :class:`ModelError` naming the entry."""
+    import importlib
+    if entries is None:
+        return []
+    if isinstance(entries, str) or not isinstance(entries, (list, tuple)):
+        raise ModelError(f"{key} = {entries!r}: must be a list of 'module:ATTRIBUTE' entries "
+                         "(each an ElementGroup or a list of them)")
+    groups = []
+    for i, entry in enumerate(entries):
+        where = f"{key}[{i}] = {entry!r}"
+        if not isinstance(entry, str) or entry.count(":") != 1 or not all(entry.split(":")):
+            raise ModelError(f"{where}: must be 'module:ATTRIBUTE' (e.g. 'my_elements:TORSION_SPRING')")
+        module, attr = entry.split(":")
+        try:
+            mod = importlib.import_module(module)
+        except Exception as err:           # noqa: BLE001 - any import failure is the user's module's
+            raise ModelError(f"{where}: cannot import module {module!r} ({type(err).__name__}: {err})") from None
+        if not hasattr(mod, attr):
+            raise ModelError(f"{where}: module {module!r} has no attribute {attr!r}")
+        value = getattr(mod, attr)
+        found = list(value) if isinstance(value, (list, tuple)) else [value]
+        for g in found:
+            if not isinstance(g, forces.ElementGroup):
+                raise ModelError(f"{where}: {g!r} is not a kernels.forces.ElementGroup")
+            if forces.GROUPS.get(g.name) is g:
+                groups.append(g)
+                continue
+            try:
+                forces.register_group(g)
+            except (TypeError, ValueError) as err:
+                raise ModelError(f"{where}: {err}") from None
+            groups.append(g)
+    return groups
 
 
 def unknown_keys(cfg, spec=None, path="model"):
@@ -664,6 +706,7 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
     if not cfg:
         raise ModelError("model: the model config is empty (no bodies, bushings or wheels)")
     source = source or model_source()
+    load_element_groups(cfg.get("elements"))       # before the keys: their sections are model keys
     check_keys(cfg, source)
     check_alignment(cfg)
     if hardpoint_offsets:
