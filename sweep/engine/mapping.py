@@ -156,7 +156,7 @@ def place(thetas, n_dev):
     return jax.device_put(jnp.asarray(thetas), NamedSharding(mesh(n_dev), PartitionSpec("variant")))
 
 
-def map_variants(variant, n_dev=1, micro_batch=None):
+def map_variants(variant, n_dev=1, micro_batch=None, shared_after=None):
     """``jit(vmap(variant))`` over the leading axis; on ``n_dev`` > 1 devices
     every device maps its own slice of the chunk (``jax.shard_map``).
 
@@ -171,11 +171,24 @@ def map_variants(variant, n_dev=1, micro_batch=None):
 
     ``micro_batch`` = B: each device runs its slice as ``lax.map`` over groups
     of B variants, vmapped inside (the working set of a group stays in the
-    CPU caches). None or 0: one vmap over the slice."""
-    if micro_batch:
-        f = lambda thetas: jax.lax.map(variant, thetas, batch_size=int(micro_batch))  # noqa: E731
+    CPU caches). None or 0: one vmap over the slice.
+
+    ``shared_after`` = P: the rows are ``[theta (P) | values]`` with the same
+    values in every row (a model's and load case's values read at run time,
+    :mod:`sweep.engine.values`), and ``variant(theta, values)`` takes them
+    apart: the values are taken once from the slice's first row and stay
+    unbatched - batched, every product of them is computed per variant
+    (measured: 22 % of the double wishbone's chunk time;
+    ``benchmarks/lifted_values.py``)."""
+    def over(fn, thetas):
+        if micro_batch:
+            return jax.lax.map(fn, thetas, batch_size=int(micro_batch))
+        return jax.vmap(fn)(thetas)
+    if shared_after is None:
+        f = lambda thetas: over(variant, thetas)  # noqa: E731
     else:
-        f = jax.vmap(variant)
+        P = int(shared_after)
+        f = lambda rows: over(lambda theta: variant(theta, rows[0, P:]), rows[:, :P])  # noqa: E731
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
         # check_vma=False: the kernels know nothing of meshes (no pcast of loop

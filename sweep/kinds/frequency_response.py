@@ -198,9 +198,11 @@ def make_variant(model, pset, lc):
     return variant
 
 
-def chunk_runner(model, pset, lc, n_dev=1, lifted=False):
+def chunk_runner(model, pset, lc, n_dev=1, lifted=False, shared=False):
     """jit(vmap(variant)) over a chunk of rows; ``lifted``: rows ``[theta |
-    values]``, values = ``Lifted(run_inputs(model, lc)).vector``."""
+    values]``, values = ``Lifted(run_inputs(model, lc)).vector``; ``shared``:
+    the same values in every row (no hardpoint design), kept unbatched
+    (:func:`sweep.engine.mapping.map_variants`, ``shared_after``)."""
     P = len(pset)
     lift = None
     if lifted:
@@ -212,6 +214,12 @@ def chunk_runner(model, pset, lc, n_dev=1, lifted=False):
             return make_variant(model, pset, lc)(row)
         theta, (mdl, case) = lift.split(row, P)
         return make_variant(mdl, pset, {**lc, **case})(theta)
+
+    def variant_shared(theta, vec):
+        mdl, case = lift.rebuild(vec)
+        return make_variant(mdl, pset, {**lc, **case})(theta)
+    if lift is not None and shared:
+        return mapping.map_variants(variant_shared, n_dev, shared_after=P)
     return mapping.map_variants(variant, n_dev)
 
 
@@ -254,14 +262,15 @@ class FrequencyResponse(JobKind):
 
     def runner(self, plan):
         lc, topo, n_dev = plan.case, plan.model.topology, plan.n_dev
-        fn = chunk_runner(plan.model, plan.pset, lc, n_dev, lifted=True)
         what = (f"frequency-response chunk runner: {topo.name} ({topo.n_dof} DOF), static equilibrium + "
                 f"{len(lc['frequency'])} complex solves of {topo.n_dof} coordinates, {plan.chunk} variant(s) "
                 f"per chunk on " + (mapping.devices_note(n_dev) if n_dev > 1 else "one device"))
         from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
-        key = fingerprint(NAME, plan.chunk, structure, plan.n_dev)
+        shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
+        fn = chunk_runner(plan.model, plan.pset, lc, n_dev, lifted=True, shared=shared)
+        key = fingerprint(NAME, plan.chunk, structure, plan.n_dev, shared)
         return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + size)), what, key=key, values=vals)
 
     def static_state(self, model, cfg):

@@ -202,13 +202,15 @@ def run_inputs(model, lc):
     return (model, {**lc, "amplitudes": kc.Steps(lc["amplitudes"])})
 
 
-def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False):
+def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False, shared=False):
     """jit(vmap(variant)) : thetas (C, P) -> (outputs, status, design iterations),
     each of ``n_dev`` devices mapping its own slice (:func:`sweep.engine.mapping.map_variants`).
     ``lifted``: rows ``[theta | values]`` in place of thetas, ``values`` =
     ``Lifted(run_inputs(model, lc)).vector`` - the model's values, the amplitudes,
     loaded radius, brake-lock stiffness and ride load read at run time
-    (:mod:`sweep.engine.values`)."""
+    (:mod:`sweep.engine.values`); ``shared``: every row has the same values
+    (no hardpoint design), which then stay unbatched
+    (:func:`sweep.engine.mapping.map_variants`, ``shared_after``)."""
     P = len(pset)
     if lifted:
         from sweep.engine.values import Lifted
@@ -254,6 +256,8 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False):
                  for k, v in curve.items()}
         return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, code, eq.iterations
 
+    if lift is not None and shared:
+        return mapping.map_variants(lambda theta, vec: _variant(*lift.rebuild(vec), theta), n_dev, shared_after=P)
     return mapping.map_variants(variant, n_dev)
 
 
@@ -345,16 +349,17 @@ class KinematicsAndCompliance(JobKind):
 
     def runner(self, plan):
         lc, topo = plan.case, plan.model.topology
-        fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev, lifted=True)
         what = (f"K&C chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"design position + {lc['analysis']} ({len(lc['amplitudes'])} steps), "
                 f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
         from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
+        shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
+        fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev, lifted=True, shared=shared)
         # keyed on structure: the values are the rows' tail (the brake-lock
         # rows follow from the nominal geometry and are part of the structure)
-        key = fingerprint(NAME, plan.chunk, structure, lc["lock_index"], plan.n_dev)
+        key = fingerprint(NAME, plan.chunk, structure, lc["lock_index"], plan.n_dev, shared)
         rows = np.zeros((plan.chunk, len(plan.pset) + size))
         return Runner(fn, rows, what, key=key, values=vals)
 

@@ -125,7 +125,10 @@ def make_variant(model, pset, case, stages=False, lifted=False):
     Whether a step must be split at a load event is decided from the
     concrete load case (:attr:`Case.options`) and is part of the structure.
     ``lifted = "equilibrium"``: only the equilibrium stage reads the values
-    from the row; the integration stage folds them in (the generated backend)."""
+    from the row; the integration stage folds them in (the generated backend).
+    ``lifted = "shared"``: the function is ``variant(theta, values)``, the
+    values unbatched under ``vmap`` (:func:`sweep.engine.mapping.map_variants`,
+    ``shared_after``)."""
     run_time_response = response.driver(case.options, make_channels(case.bidx))
     n_params = len(pset)
     limits = case.limits
@@ -136,9 +139,14 @@ def make_variant(model, pset, case, stages=False, lifted=False):
         from sweep.engine.values import Lifted
         lift = Lifted(run_inputs(model, case.exc))
 
-        def inputs(row):
-            theta, (m, e) = lift.split(row, n_params)
+        def inputs_of(theta, vec):
+            m, e = lift.rebuild(vec)
             return response.Problem(pset.apply(m, theta), e, case.t0, case.dt)
+
+        def inputs(row):
+            if lifted == "shared":                # row = (theta, values)
+                return inputs_of(*row)
+            return inputs_of(row[:n_params], row[n_params:])
     else:
         inputs = folded
     # the generated integration folds the values into its C (module
@@ -167,10 +175,12 @@ def make_variant(model, pset, case, stages=False, lifted=False):
 
     if stages:
         return equilibrium, integrate_from
+    if lifted == "shared":
+        return lambda theta, vec: integrate_from((theta, vec), equilibrium((theta, vec)))
     return lambda theta: integrate_from(theta, equilibrium(theta))
 
 
-def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False):
+def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False, shared=False):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
     (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
@@ -181,7 +191,9 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
     the app's single-variant path. ``case.backend`` = generated: the
     integration as generated C (:class:`sweep.engine.generated.GeneratedRunner`;
     the same case on XLA is its fallback). ``lifted``: rows ``[theta |
-    values]`` in place of thetas (:func:`make_variant`)."""
+    values]`` in place of thetas (:func:`make_variant`); ``shared``: every
+    row has the same values (no hardpoint design), which then stay unbatched
+    (one device on XLA: :func:`sweep.engine.mapping.map_variants`)."""
     if not case.method.jittable:
         return mapping.HostRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), micro_batch)
     if case.backend == "generated":
@@ -194,6 +206,9 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
     if n_dev > 1:
         return mapping.StagedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), n_dev,
                                     micro_batch)
+    if lifted and shared:
+        return mapping.map_variants(make_variant(model, pset, case, lifted="shared"), 1, micro_batch,
+                                    shared_after=len(pset))
     return mapping.map_variants(make_variant(model, pset, case, lifted=lifted), 1, micro_batch)
 
 
@@ -397,10 +412,12 @@ class TimeResponse(JobKind):
         from sweep.engine.values import run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
+        shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
         # keyed on structure: the model's and load case's values are the rows' tail
         key = fingerprint(NAME, plan.chunk, channel_key(), structure, c.options, tuple(c.limits), c.t0, c.dt,
-                          c.bidx, plan.n_dev, plan.micro_batch, c.backend)
-        return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True),
+                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared)
+        return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True,
+                                        shared=shared),
                       np.zeros((plan.chunk, len(plan.pset) + size)),
                       what, key=key, values=vals)
 
