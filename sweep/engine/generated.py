@@ -93,13 +93,22 @@ class GeneratedRunner:
     used when the C cannot be built. ``values_key``: a digest of the values
     the generated ``second`` folds in (its C is specialised to them, unlike
     the XLA stages, which read them at run time: :mod:`sweep.engine.values`);
-    it keys the generated code's cache entry beside the job's key."""
+    it keys the generated code's cache entry beside the job's key.
+    ``shared_after`` = P: the rows' values (after the P parameters) are the
+    same in every row and ``first`` also takes a pair ``(theta, values)``:
+    the equilibrium stage then reads them unbatched
+    (:func:`sweep.engine.mapping.map_variants`)."""
     host = True
 
-    def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key=""):
+    def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key="",
+                 shared_after=None):
         self.values_key = values_key
         self.first_fn = first
-        self.first = mapping.map_variants(first, 1, micro_batch)
+        if shared_after is None:
+            self.first = mapping.map_variants(first, 1, micro_batch)
+        else:
+            self.first = mapping.map_variants(lambda theta, vec: first((theta, vec)), 1, micro_batch,
+                                              shared_after=shared_after)
         self.second = second
         self.fallback = fallback
         self.lanes = lanes

@@ -128,13 +128,15 @@ def make_variant(model, pset, case, stages=False, lifted=False):
     from the row; the integration stage folds them in (the generated backend).
     ``lifted = "shared"``: the function is ``variant(theta, values)``, the
     values unbatched under ``vmap`` (:func:`sweep.engine.mapping.map_variants`,
-    ``shared_after``)."""
+    ``shared_after``); the two stages take such a pair ``(theta, values)``
+    in place of a row too."""
     run_time_response = response.driver(case.options, make_channels(case.bidx))
     n_params = len(pset)
     limits = case.limits
 
     def folded(row):
-        return response.Problem(pset.apply(model, row[:n_params]), case.exc, case.t0, case.dt)
+        theta = row[0] if isinstance(row, tuple) else row[:n_params]
+        return response.Problem(pset.apply(model, theta), case.exc, case.t0, case.dt)
     if lifted:
         from sweep.engine.values import Lifted
         lift = Lifted(run_inputs(model, case.exc))
@@ -144,7 +146,7 @@ def make_variant(model, pset, case, stages=False, lifted=False):
             return response.Problem(pset.apply(m, theta), e, case.t0, case.dt)
 
         def inputs(row):
-            if lifted == "shared":                # row = (theta, values)
+            if isinstance(row, tuple):            # (theta, values): the values unbatched
                 return inputs_of(*row)
             return inputs_of(row[:n_params], row[n_params:])
     else:
@@ -202,7 +204,8 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
                                      lifted)
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
-                               values_key=_values_digest(model, case.exc) if lifted else "")
+                               values_key=_values_digest(model, case.exc) if lifted else "",
+                               shared_after=len(pset) if (lifted and shared) else None)
     if n_dev > 1:
         return mapping.StagedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), n_dev,
                                     micro_batch)
