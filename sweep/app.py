@@ -47,7 +47,8 @@ def main(cfg: DictConfig, progress=None) -> int:
     import numpy as np
     import xarray as xr             # here, not at the top: 0.3-0.5 s of start-up before the first step
     from sweep import status
-    ds = xr.open_zarr(summary["path"])
+    # chunks=None: lazily indexed numpy, without dask (0.45 s of start-up that a report does not need)
+    ds = xr.open_zarr(summary["path"], chunks=None)
     codes = ds.status.values
     all_failed = bool(np.any(codes != status.NOT_RUN)) and not np.isin(codes, status.VALUES_KEPT).any()
     summary = {**summary, "all_failed": all_failed}
