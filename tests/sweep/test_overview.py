@@ -143,7 +143,8 @@ def test_picture_is_written_atomically_and_redrawn_when_missing_or_damaged(tmp_p
     def fail(self, path, **kw):
         open(path, "wb").write(b"\x89PNG partial")
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(plots.Figure, "savefig", fail)
+    from matplotlib.figure import Figure                              # the class sweep.plots draws with
+    monkeypatch.setattr(Figure, "savefig", fail)
     with pytest.raises(OSError):
         overview(ds, str(png))
     assert png.read_bytes() == whole and os.listdir(tmp_path) == ["c.png"]
