@@ -18,7 +18,7 @@ loops over the matrices) - and it differentiates as the exact inverse
 (``lax.custom_linear_solve``: tangents and cotangents are solves with A
 and A^T). The 3 x 3 inverses of the body inertia tensors are in closed
 form (:func:`inv3`). ``jnp.linalg.eig`` (kernels.modes) is only called
-unbatched by the sweep (sweep/modes.py maps variants one by one).
+unbatched by the sweep (sweep/kinds/modal_analysis.py maps variants one by one).
 """
 import jax
 import jax.numpy as jnp

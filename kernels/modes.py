@@ -19,7 +19,7 @@ overdamped ones. Per oscillatory mode (Im lambda > 0) this module gives
 
 Everything is pure JAX (``jnp.linalg.eig``: nonsymmetric eigenproblem; XLA
 implements it on CPU - on GPU the sweep job runs this stage on the host
-CPU, see sweep/modes.py) and vmaps over variants; the mode count per
+CPU, see sweep/kinds/modal_analysis.py) and vmaps over variants; the mode count per
 variant is fixed (``n_modes`` lowest by frequency, NaN where a variant has
 fewer oscillatory modes).
 

@@ -294,8 +294,12 @@ def load_element_groups(entries, key="model.elements"):
     imported like any Python module, e.g. from the working directory or an
     installed package). A group already registered as the same object is
     kept; another group under its name or table key is an error. Returns
-    the groups. Every failure is a :class:`ModelError` naming the entry."""
+    the groups. Every failure is a :class:`ModelError` naming the entry.
+    The working directory is searched first, as ``python -m sweep`` does
+    (the ``axle-sweep`` script does not put it on ``sys.path`` itself)."""
     import importlib
+    import os
+    import sys
     if entries is None:
         return []
     if isinstance(entries, str) or not isinstance(entries, (list, tuple)):
@@ -307,6 +311,9 @@ def load_element_groups(entries, key="model.elements"):
         if not isinstance(entry, str) or entry.count(":") != 1 or not all(entry.split(":")):
             raise ModelError(f"{where}: must be 'module:ATTRIBUTE' (e.g. 'my_elements:TORSION_SPRING')")
         module, attr = entry.split(":")
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
         try:
             mod = importlib.import_module(module)
         except Exception as err:           # noqa: BLE001 - any import failure is the user's module's
@@ -648,6 +655,7 @@ def load_model_file(path) -> dict:
     cfg = load_yaml_strict(path)
     if not isinstance(cfg, dict) or not cfg:
         raise ModelError(f"model file {path}: {'is empty' if not cfg else 'is not a mapping of model keys'}")
+    load_element_groups(cfg.get("elements"))       # their sections are model keys
     check_keys(cfg, path)
     return cfg
 

@@ -187,8 +187,8 @@ def map_variants(variant, n_dev=1, micro_batch=None, shared_after=None):
     if shared_after is None:
         f = lambda thetas: over(variant, thetas)  # noqa: E731
     else:
-        P = int(shared_after)
-        f = lambda rows: over(lambda theta: variant(theta, rows[0, P:]), rows[:, :P])  # noqa: E731
+        n_params = int(shared_after)
+        f = lambda rows: over(lambda theta: variant(theta, rows[0, n_params:]), rows[:, :n_params])  # noqa: E731
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
         # check_vma=False: the kernels know nothing of meshes (no pcast of loop

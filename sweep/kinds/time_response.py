@@ -201,7 +201,7 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
     if case.backend == "generated":
         from sweep.engine.generated import GeneratedRunner, default_threads
         fallback = make_chunk_runner(model, pset, dataclasses.replace(case, backend="xla"), n_dev, micro_batch,
-                                     lifted)
+                                     lifted, shared)
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, case.exc) if lifted else "",

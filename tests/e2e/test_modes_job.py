@@ -1,4 +1,4 @@
-"""The modes job kind (sweep/modes.py, ``loadcase=modes``): a design of
+"""The modes job kind (sweep/kinds/modal_analysis.py, ``loadcase=modes``): a design of
 variants -> one modes cube, each variant's frequencies and damping ratios
 equal to scipy's eigen solve of a state matrix assembled in the test (dense
 jacfwd of eq. 1, tests/kernels/test_modes.py) for that variant's parameters."""

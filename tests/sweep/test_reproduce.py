@@ -134,7 +134,7 @@ def assert_reproduced(ds, variants, rep):
 
 
 class Killed(Exception):
-    """Stands for the SIGKILL of ``AXLE_TEST_KILL_AFTER_CHUNKS`` (which kills
+    """Stands for the SIGKILL of ``AXLE_TEST_KILL_AFTER_CHUNKS`` (tests/fault_sweep.py, which kills
     the whole process), raised at the same point: the chunk written and
     flagged, the next one computed but not written."""
 
@@ -145,7 +145,7 @@ def test_resumed_cube_parameters_reproduce_its_results(tmp_path, monkeypatch):
     (its own 1st and 2nd: a mix-up of the run's chunk count with the chunk
     index shows). Replayed: the last variant of the first run's chunk, the
     first and last of each resumed chunk."""
-    from sweep.engine import stream
+    from sweep.engine.stops import RunContext
     path = tmp_path / "resumed.zarr"
     job = [*TOY, *STEP, "sweep.n_variants=11", f"output.path={path}"]
 
@@ -153,7 +153,7 @@ def test_resumed_cube_parameters_reproduce_its_results(tmp_path, monkeypatch):
         if written == 1:
             raise Killed
     with monkeypatch.context() as m:
-        m.setattr(stream, "_test_kill_hook", kill_after)
+        m.setattr(RunContext, "on_chunk_written", staticmethod(kill_after))
         with pytest.raises(Killed):
             run_in_process(*job)
     assert list(xr.open_zarr(path).chunk_done.values) == [1, 0, 0]

@@ -59,3 +59,15 @@ def test_without_elements_the_section_is_an_unknown_key(unregistered):
 def test_a_wrong_elements_entry_names_itself(unregistered, entries, message):
     with pytest.raises(ModelError, match=message):
         build_tables(toy_with(entries, section=False), source=None)
+
+
+def test_a_model_file_with_elements_loads_from_its_path(unregistered, tmp_path):
+    """The model-file route (``model=path/to/file.yaml``, ``sweep.align``):
+    the file's own ``elements:`` are registered before its keys are checked."""
+    import yaml
+    from sweep.model_builder import load_model_file
+    path = tmp_path / "toy_with_twist.yaml"
+    path.write_text(yaml.safe_dump(toy_with([ENTRY])))
+    cfg = load_model_file(str(path))
+    model = build_model(build_tables(cfg, source=str(path)))
+    assert list(model.topology.group_names["user_torsion_spring"]) == ["twist_left", "twist_right"]

@@ -40,3 +40,15 @@ def test_a_channel_whose_dims_do_not_match_its_value_is_refused(dw_model, monkey
     monkeypatch.setattr(time_response, "CHANNELS", [*time_response.CHANNELS, bad])
     with pytest.raises(ValueError, match="toe_again"):
         time_response.channel_shapes(dw_model, None)
+
+
+def test_the_cube_channels_are_the_drivers_outputs():
+    """The time-response cube's channel table declares the driver's outputs
+    (kernels.response.OUTPUTS, what ``solve`` returns), in the same order and
+    with the same functions, so that a script's ``solve`` and the job's cube
+    hold the same quantities (a new time-response channel: its function in
+    the driver's table, its dims and units declared here)."""
+    from kernels import response
+    from sweep.kinds import time_response
+    assert [c.name for c in time_response.CHANNELS] == list(response.OUTPUTS)
+    assert all(c.fn is response.OUTPUTS[c.name] for c in time_response.CHANNELS)
