@@ -221,7 +221,7 @@ def solve(problem: Problem, options: Options, r_eq, bushing_idx=None):
     the outputs at every sample. ``solve.lower(...)`` lowers the same call
     (the benchmarks compile apart from the timed run)."""
     bidx = None if bushing_idx is None else tuple(int(i) for i in bushing_idx)
-    options = _split_decided(problem, options)
+    options = with_split_decided(problem, options)
     if not options.method.jittable:
         return _solve(problem, options, r_eq, bidx)
     return _solve_jit(problem, options, r_eq, bidx)
@@ -231,7 +231,9 @@ def _solve(problem, options, r_eq, bidx):
     return driver(options, make_outputs(bidx)).run(problem, r_eq).outputs
 
 
-def _split_decided(problem, options):
+def with_split_decided(problem, options):
+    """``options`` with ``split_steps`` decided from the concrete problem's load
+    events (:func:`needs_split`) where it is None."""
     if options.split_steps is not None:
         return options
     split = needs_split(problem.excitation, problem.t0, problem.dt, options.n_steps)
@@ -240,7 +242,7 @@ def _split_decided(problem, options):
 
 _solve_jit = jax.jit(_solve, static_argnums=(1, 3))
 solve.lower = lambda problem, options, r_eq, bushing_idx=None: _solve_jit.lower(  # noqa: E731
-    problem, _split_decided(problem, options), r_eq,
+    problem, with_split_decided(problem, options), r_eq,
     None if bushing_idx is None else tuple(int(i) for i in bushing_idx))
 
 

@@ -276,10 +276,10 @@ class Case:
     def options(self) -> response.Options:
         """The driver's options (:class:`kernels.response.Options`); whether a
         step may be split at a load event decided from the concrete load case."""
-        split = response.needs_split(self.exc, self.t0, self.dt, (self.n_samples - 1) * self.every)
-        return response.Options(n_samples=self.n_samples, method=self.method, every=self.every,
-                                relinearise_every=self.relin, solver=self.solver, split_steps=split,
-                                tolerance=self.tolerance)
+        return response.with_split_decided(
+            response.Problem(None, self.exc, self.t0, self.dt),
+            response.Options(n_samples=self.n_samples, method=self.method, every=self.every,
+                             relinearise_every=self.relin, solver=self.solver, tolerance=self.tolerance))
 
 
 # error-estimate tolerances of a fixed-step method with an embedded solution
