@@ -565,7 +565,7 @@ def main(argv=None):
     stem = "work_precision" + ("" if args.loadcase == "longitudinal_step" else f"_{args.loadcase}")
     stem += "_quick" if args.quick else ""
     if args.merge:
-        return _merge_main(args.merge)
+        return merge_main(args.merge)
     shard = tuple(int(x) for x in args.shard.split("/"))
     if len(shard) != 2 or not 0 <= shard[0] < shard[1]:
         raise SystemExit(f"--shard {args.shard!r}: K/N with 0 <= K < N")
@@ -629,7 +629,7 @@ def main(argv=None):
     return 0
 
 
-def _merge_main(paths):
+def merge_main(paths):
     """``--merge OUT IN...``: the entries of every IN (one per combination, the
     last IN wins), references and machine of the first, ``processes`` = the
     number of INs (they ran at once), wall = the longest."""

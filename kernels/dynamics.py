@@ -138,7 +138,7 @@ def _element_slots(pattern, bodies, m):
     return out
 
 
-def _element_jac(fn, free):
+def element_jac(fn, free):
     """(prm, x1, x2) -> ((g1, g2), d_1, ...): for each free body b in ``free``
     (0 or 1), d_b = (dg1/dx_b, dg2/dx_b) as (6, 12) blocks over (r_b, v_b).
 
@@ -223,7 +223,7 @@ def _element_jacobians(model, r, v):
                 g1 = g2 = gb
                 d = {b: {b: dbb}}
             else:
-                (g1, g2), *ds = forces.map_elements(_element_jac(fn, free), p, x1, x2,
+                (g1, g2), *ds = forces.map_elements(element_jac(fn, free), p, x1, x2,
                                                        weight=4 if kind == "pair" else 1)
                 d = dict(zip(free, ds))
             if kind == "pair":

@@ -251,7 +251,7 @@ def design_loads(eq):
 
 # --------------------------------------------------------------------------- output Jacobians
 
-def _wheel_rotation_rates(angles):
+def wheel_rotation_rates(angles):
     """(3, 3): columns = small rotation (vehicle frame) per unit change of each
     Euler angle: omega = vex(dR R^T)."""
     R = euler_to_matrix(angles)
@@ -268,7 +268,7 @@ def wheel_output_jacobian(model, r):
     Y = jnp.zeros((2, 6, m, 6), r.dtype)
     for s, w in enumerate(np.asarray(model.topology.wheel_slots)):
         Y = Y.at[s, :3, w, :3].set(jnp.eye(3, dtype=r.dtype))
-        Y = Y.at[s, 3:, w, 3:].set(_wheel_rotation_rates(r[w, 3:]))
+        Y = Y.at[s, 3:, w, 3:].set(wheel_rotation_rates(r[w, 3:]))
     return Y.reshape(12, 6 * m)
 
 
@@ -516,7 +516,7 @@ def geometry(model, r, u, loaded_radius, joints=None, lin=None):
     # the carrier-fixed point at the contact point (outboard brake reaction)
     cs = carrier_slots(model)
     dcar = par.reshape(m, 6)[cs]
-    wc = jax.vmap(lambda a, d: _wheel_rotation_rates(a) @ d)(r[cs, 3:], dcar[:, 3:])
+    wc = jax.vmap(lambda a, d: wheel_rotation_rates(a) @ d)(r[cs, 3:], dcar[:, 3:])
     out["d_carrier_contact_point"] = dcar[:, :3] + jnp.cross(wc, c - r[cs, :3])
     npp = model.pp_pos1.shape[0]
     if npp:
@@ -547,7 +547,7 @@ def geometry(model, r, u, loaded_radius, joints=None, lin=None):
             k = int(springs[s])
             rack = rack - dL[2 + s, k] / dL[s, k] * dx[:, s]
         d = rack.reshape(m, 6)[slots[s]]
-        omega = _wheel_rotation_rates(r[slots[s], 3:]) @ d[3:]
+        omega = wheel_rotation_rates(r[slots[s], 3:]) @ d[3:]
         e, p = screw_axis(omega, d[:3], r[slots[s], :3])
         geo.append(steering_axis_geometry(e, p, c[s], SIDE_SIGN[s]))
     for i, k in enumerate(GEOMETRY_STEP):

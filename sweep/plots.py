@@ -510,7 +510,7 @@ def _tidy(ax, y=None):
             _flat_ylim(ax, c)
 
 
-def _kc_variants(ds, max_variants, key=None):
+def kc_variants(ds, max_variants, key=None):
     """(reference variant, thin variants ordered by ``key`` (left side) where
     finite, else by index) - at most ``max_variants`` thin ones, picked evenly
     over the good variants."""
@@ -693,7 +693,7 @@ def kc_sheet(ds, path, max_variants=12):
     keys = KC_KEY_METRICS.get(f"{analysis}_{mode}" if mode == "opposite" else analysis,
                               KC_KEY_METRICS["wheel_travel"])
     status = np.asarray(ds.status.values)
-    ref, others = _kc_variants(ds, max_variants, key=keys[1])
+    ref, others = kc_variants(ds, max_variants, key=keys[1])
     dim, xs, xlabel, sense = _kc_step(ds)
     picks = np.concatenate([others, [ref]]).astype(int)
     curves = []

@@ -66,7 +66,7 @@ def _spring6(k6, R):
     return K
 
 
-def _beam_element(L, EA, GJ, EI_y, EI_z, N):
+def beam_element(L, EA, GJ, EI_y, EI_z, N):
     """12x12 local stiffness (elastic + geometric, axial force N tension +)
     of a 3-D Euler-Bernoulli frame element; local x along the element,
     bending in x-y uses EI_z, in x-z uses EI_y (Przemieniecki)."""
@@ -84,7 +84,7 @@ def _beam_element(L, EA, GJ, EI_y, EI_z, N):
     return k
 
 
-def _rigid_geometric(forces):
+def rigid_geometric(forces):
     """Geometric stiffness [N m/rad] of a rigid body's small rotation under
     forces fixed in space, [(F, r)] with r from the body's reference point:
     the second-order term of -F . (theta x (theta x r)) / 2."""
@@ -199,7 +199,7 @@ def axle_stiffness(cfg, n_elements=N_ELEMENTS):
         for part, pts, N in (("f", d["front"], N_front), ("r", d["rear"], N_rear)):
             for i in range(n_elements):
                 L = np.linalg.norm(pts[i + 1] - pts[i])
-                ke = _beam_element(L, EA, GJ, EI_v, EI_l, N)
+                ke = beam_element(L, EA, GJ, EI_v, EI_l, N)
                 # local y is the lateral axis: bending in x-y (lateral) uses EI_l as
                 # "EI_z", bending in x-z (vertical) EI_v as "EI_y"
                 add([node_dof(s, (part, i), pts[i]), node_dof(s, (part, i + 1), pts[i + 1])],
@@ -213,11 +213,11 @@ def axle_stiffness(cfg, n_elements=N_ELEMENTS):
         add([dof((s, "shackle"), Z, M)], _spring6(k_pin_up, Rp))
         # the shackle's pendulum stiffness: leaf on shackle -F_sh at Y, frame +F_sh at Z
         i = blocks[(s, "shackle")] + 3
-        K[i:i + 3, i:i + 3] += _rigid_geometric([(-F_sh, Y - M), (F_sh, Z - M)])
+        K[i:i + 3, i:i + 3] += rigid_geometric([(-F_sh, Y - M), (F_sh, Z - M)])
         # forces on the axle at design: the leaf at P (F_eye) and R (F_sh), the wheel
         WC = _point(hp, "WC", sign)
         axle_forces += [(F_eye, P - c), (F_sh, R - c), (np.array([0.0, 0.0, W - m_wheel * g]), WC - c)]
-    K[3:6, 3:6] += _rigid_geometric(axle_forces + [(np.array([0.0, 0.0, -m_axle * g]), np.zeros(3))])
+    K[3:6, 3:6] += rigid_geometric(axle_forces + [(np.array([0.0, 0.0, -m_axle * g]), np.zeros(3))])
 
     o = np.arange(6, n)
     Kaa, Kao, Koa, Koo = K[:6, :6], K[:6, o], K[o][:, :6], K[np.ix_(o, o)]

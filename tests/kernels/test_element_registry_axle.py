@@ -19,7 +19,7 @@ def test_element_jacobian_autodiff_equals_central_differences(tor_model):
     rng = np.random.default_rng(3)
     x1 = jnp.asarray(np.concatenate([rng.normal(0, 0.1, 3), rng.normal(0, 0.3, 3), rng.normal(0, 1.0, 6)]))
     x2 = jnp.asarray(np.concatenate([rng.normal(0, 0.1, 3), rng.normal(0, 0.3, 3), rng.normal(0, 1.0, 6)]))
-    (g1, g2), d1, d2 = dynamics._element_jac(torsion_element, (0, 1))(prm, x1, x2)
+    (g1, g2), d1, d2 = dynamics.element_jac(torsion_element, (0, 1))(prm, x1, x2)
     eps = 1e-6
     for b, d in ((0, d1), (1, d2)):
         fd = np.zeros((2, 6, 12))

@@ -46,7 +46,7 @@ def test_beam_element_against_cantilever_and_euler_buckling():
     K = np.zeros((6 * (n + 1), 6 * (n + 1)))
     for i in range(n):
         s = slice(6 * i, 6 * i + 12)
-        K[s, s] += leaf_beam._beam_element(le, EA, GJ, EIy, EIz, 0.0)
+        K[s, s] += leaf_beam.beam_element(le, EA, GJ, EIy, EIz, 0.0)
     free = np.arange(6, 6 * (n + 1))
     f = np.zeros(6 * (n + 1))
     f[-6 + 1], f[-6 + 2], f[-6 + 3] = 1.0, 1.0, 1.0       # tip: Fy, Fz, torque
@@ -58,7 +58,7 @@ def test_beam_element_against_cantilever_and_euler_buckling():
     Kg = np.zeros_like(K)
     for i in range(n):
         s = slice(6 * i, 6 * i + 12)
-        Kg[s, s] += leaf_beam._beam_element(le, 0.0, 0.0, 0.0, 0.0, -1.0)     # unit compression
+        Kg[s, s] += leaf_beam.beam_element(le, 0.0, 0.0, 0.0, 0.0, -1.0)     # unit compression
     keep = [j for j in range(6 * (n + 1)) if j % 6 in (2, 4) and j not in (2, 6 * n + 2)]
     lam = np.linalg.eigvals(np.linalg.solve(-Kg[np.ix_(keep, keep)], K[np.ix_(keep, keep)]))
     assert lam.real.min() == pytest.approx(np.pi ** 2 * EIy / L ** 2, rel=1e-3)
@@ -67,7 +67,7 @@ def test_beam_element_against_cantilever_and_euler_buckling():
 def test_rigid_geometric_stiffness_is_the_pendulum():
     """A pendulum (mass m at L below its pivot) under gravity: m g L about
     both horizontal axes, nothing about the vertical."""
-    K = leaf_beam._rigid_geometric([(np.array([0.0, 0.0, -9.81 * 2.0]), np.array([0.0, 0.0, -0.5]))])
+    K = leaf_beam.rigid_geometric([(np.array([0.0, 0.0, -9.81 * 2.0]), np.array([0.0, 0.0, -0.5]))])
     assert np.allclose(K, np.diag([9.81, 9.81, 0.0]))
 
 

@@ -31,7 +31,7 @@ def _axle_stiffness(model, r, u):
                            .reshape(-1)))
     K = -np.asarray(q(r.reshape(-1)))
     T = np.eye(6 * m)
-    T[3:6, 3:6] = np.linalg.inv(np.asarray(kc._wheel_rotation_rates(r[0, 3:])))
+    T[3:6, 3:6] = np.linalg.inv(np.asarray(kc.wheel_rotation_rates(r[0, 3:])))
     K = K @ T
     o = np.arange(6, 6 * m)
     return K[:6, :6] - K[:6, o] @ np.linalg.solve(K[np.ix_(o, o)], K[o][:, :6])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sweep.plots import _kc_variants, kc_sheet
+from sweep.plots import kc_variants, kc_sheet
 
 SIDES = ["left", "right"]
 STEP = {"wheel_travel": ("travel", "m", (-0.08, 0.08)), "lateral_force": ("force", "N", (-2000.0, 2000.0)),
@@ -142,10 +142,10 @@ def test_kc_sheet_edge_cases(tmp_path):
 
 def test_kc_variants_pick():
     ds = synthetic_cube("lateral_force", n=40, failed=(0, 7), step_failed=(9,))
-    ref, others = _kc_variants(ds, 5, key="toe_per_lateral_force")
+    ref, others = kc_variants(ds, 5, key="toe_per_lateral_force")
     assert ref == 1                                                # variant 0 failed: first good one
     assert len(others) == 5 and ref not in others and 7 not in others
     assert len(set(others.tolist())) == 5
     ok = synthetic_cube("wheel_travel", n=4, failed=(), step_failed=())
-    ref, others = _kc_variants(ok, 12)
+    ref, others = kc_variants(ok, 12)
     assert ref == 0 and sorted(others.tolist()) == [1, 2, 3]

@@ -86,7 +86,7 @@ def test_shards_partition_the_combinations_and_merge_back(wp, tmp_path):
         parts.append(str(p))
     assert sorted(seen) == sorted(combos)                   # each exactly once
     out = str(tmp_path / "merged.json")
-    assert wp._merge_main([out, *parts]) == 0
+    assert wp.merge_main([out, *parts]) == 0
     with open(out) as f:
         merged = json.load(f)
     assert len(merged["entries"]) == len(combos) and merged["processes"] == 3 and merged["wall_min"] == 2.0
