@@ -369,6 +369,8 @@ def check_keys(cfg, source=None):
     key = path.rsplit(".", 1)[1]
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+    if not close and path.count(".") == 2 and path.split(".")[1] in ("per_side", "shared"):
+        hint += "; a section of a force element of your own needs its module in model.elements"
     where = yaml_line(source, path.split(".")[1:]) if source else None
     more = f" (and {len(bad) - 1} more unknown key(s))" if len(bad) > 1 else ""
     raise ModelError(f"{path}: unknown key ({hint}){more}" + (f" [{where}]" if where else ""))
