@@ -381,11 +381,13 @@ class TimeResponse(JobKind):
             max_devices=None if (method.jittable and backend == "xla") else 1)
         if not method.jittable:
             C = min(C, len(X))
-        times = t0 + np.arange(n_samples) * every * dt      # = case.times
+        case = Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
+                    bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
+                    limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name))
         tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
         coords = {
             "variant": (np.arange(len(X), dtype=np.int64), {}),
-            "time": (times, {"units": "s"}),
+            "time": (case.times, {"units": "s"}),
             "side": (np.array(SIDES), {}),
             "axis": (np.array(AXES), {}),
             "bushing": (np.array([names[i] for i in bidx]), {}),
@@ -394,9 +396,6 @@ class TimeResponse(JobKind):
             "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
                                 ("component",)),
         }
-        case = Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
-                    bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
-                    limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name))
         return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
                     micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
                     coords=coords, lead=(("time", n_samples, tc),),
