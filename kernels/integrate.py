@@ -66,8 +66,8 @@ class System(NamedTuple):
 
     Time events of the fixed-step loop (:func:`simulate`; the model's
     system binds :mod:`kernels.loads`): ``u_one_sided(t, t_ref)`` is the
-    input at t of the analytic piece that holds at t_ref, ``du_one_sided(t_ref)``
-    its rate, ``events()`` the array of the times at which the input
+    input at t of the analytic piece that holds at t_ref, ``du_one_sided(t_ref, t)``
+    its rate (a smooth part's at t, the step's start), ``events()`` the array of the times at which the input
     switches (a function, so that a System stays hashable: a static
     argument of ``jax.jit``; jittable). Without them (None: a smooth input, e.g. the analytic test
     problems) the loop reads ``u(t)`` and ``du(t)``.
@@ -254,7 +254,7 @@ def input_of_step(system: System, t, h):
     if system.u_one_sided is None:
         return system.u, system.du(t)
     ref = t + 0.5 * h
-    return (lambda tau: system.u_one_sided(tau, ref)), system.du_one_sided(ref)
+    return (lambda tau: system.u_one_sided(tau, ref)), system.du_one_sided(ref, t)
 
 
 def step(method: RosenbrockTableau, system: System, lin, fac, q1, r, v, t, h):

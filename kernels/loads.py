@@ -17,8 +17,14 @@ value would already be the next piece's (an O(h) error committed once,
 which makes every method first order on a load step). A switch strictly
 inside a step splits it there (:func:`event_times`;
 :func:`kernels.integrate.simulate`).
+
+A load case may also carry a sum of harmonics (``h_omega``, ``h_cos``,
+``h_sin``: u += sum_k C_k cos(w_k t) + S_k sin(w_k t)), e.g. the wheel-centre
+force of a road under a tyre (:mod:`kernels.road`). Harmonics are smooth:
+they add no event, and a step's input rate is their derivative at the step's
+start (the W-methods' ``J_u du/dt`` term, :mod:`kernels.integrate`).
 """
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +40,38 @@ class Excitation(NamedTuple):
     times: jax.Array       # (ns,) s, start of each ramp
     durations: jax.Array   # (ns,) s, 0 = step
     amplitudes: jax.Array  # (ns, 2, 6)
+    h_omega: Any = None    # (nh,) rad/s, angular frequencies of the harmonics (None: none)
+    h_cos: Any = None      # (nh, 2, 6) amplitudes of cos(w t) [N, N m]
+    h_sin: Any = None      # (nh, 2, 6) amplitudes of sin(w t) [N, N m]
+
+
+def with_harmonics(exc: Excitation, omega, cos, sin) -> Excitation:
+    """``exc`` plus the harmonics sum_k cos_k cos(omega_k t) + sin_k sin(omega_k t)
+    (omega (nh,) rad/s; cos, sin (nh, 2, 6))."""
+    omega = jnp.asarray(omega, jnp.float64)
+    return exc._replace(h_omega=omega, h_cos=jnp.asarray(cos, jnp.float64).reshape(-1, 2, 6),
+                        h_sin=jnp.asarray(sin, jnp.float64).reshape(-1, 2, 6))
+
+
+def harmonic(exc: Excitation, t):
+    """The harmonics' part of u(t), (2, 6); 0 without harmonics."""
+    if exc.h_omega is None:
+        return 0.0
+    wt = exc.h_omega * t
+    return jnp.einsum("k,kij->ij", jnp.cos(wt), exc.h_cos) + jnp.einsum("k,kij->ij", jnp.sin(wt), exc.h_sin)
+
+
+def _plus_harmonic(u, exc, t):
+    return u if exc.h_omega is None else u + harmonic(exc, t)
+
+
+def harmonic_rate(exc: Excitation, t):
+    """d/dt of :func:`harmonic` at t, (2, 6); 0 without harmonics."""
+    if exc.h_omega is None:
+        return 0.0
+    wt = exc.h_omega * t
+    return (jnp.einsum("k,kij->ij", exc.h_omega * jnp.cos(wt), exc.h_sin)
+            - jnp.einsum("k,kij->ij", exc.h_omega * jnp.sin(wt), exc.h_cos))
 
 
 def excitation(base, changes=()):
@@ -52,7 +90,7 @@ def u_at(exc: Excitation, t):
     ramp = jnp.clip((t - exc.times) / safe, 0.0, 1.0)
     step = (t >= exc.times - STEP_TOL).astype(ramp.dtype)
     w = jnp.where(exc.durations > 0, ramp, step)
-    return exc.base + jnp.einsum("s,sij->ij", w, exc.amplitudes)
+    return _plus_harmonic(exc.base + jnp.einsum("s,sij->ij", w, exc.amplitudes), exc, t)
 
 
 def du_dt(exc: Excitation, t):
@@ -80,15 +118,20 @@ def u_one_sided(exc: Excitation, t, t_ref):
     ended = t_ref >= exc.times + exc.durations
     ramp = jnp.where(ended, 1.0, on * (t - exc.times) / safe)
     w = jnp.where(exc.durations > 0, ramp, on)
-    return exc.base + jnp.einsum("s,sij->ij", w, exc.amplitudes)
+    return _plus_harmonic(exc.base + jnp.einsum("s,sij->ij", w, exc.amplitudes), exc, t)
 
 
-def du_one_sided(exc: Excitation, t_ref):
+def du_one_sided(exc: Excitation, t_ref, t=None):
     """du/dt of the piece that holds at ``t_ref``: amplitude / duration of
-    the ramps running there, zero for steps (their jump is the event)."""
+    the ramps running there, zero for steps (their jump is the event), plus
+    the harmonics' rate at ``t`` (default ``t_ref``; the integrators pass
+    the step's start)."""
     running = (exc.durations > 0) & (t_ref >= exc.times) & (t_ref < exc.times + exc.durations)
     rate = jnp.where(running, 1.0 / jnp.where(exc.durations > 0, exc.durations, 1.0), 0.0)
-    return jnp.einsum("s,sij->ij", rate.astype(exc.base.dtype), exc.amplitudes)
+    du = jnp.einsum("s,sij->ij", rate.astype(exc.base.dtype), exc.amplitudes)
+    if exc.h_omega is None:
+        return du
+    return du + harmonic_rate(exc, t_ref if t is None else t)
 
 
 def event_times(exc: Excitation):

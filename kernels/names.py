@@ -8,3 +8,4 @@ AXES = ("x", "y", "z")                             # vehicle-frame axes (x forwa
 DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")     # bushing directions / small-displacement DOFs
 COMPONENTS = ("fx", "fy", "fz", "mx", "my", "mz")  # force and torque components
 COMPONENT_UNITS = ("N", "N", "N", "N m", "N m", "N m")
+TYRE_BUSHINGS = ("tyre_left", "tyre_right")        # the tyres of a model with `tyres` (road load cases)

@@ -67,7 +67,7 @@ def _bound_system(model, exc, solver, split_steps) -> System:
         u=lambda t: loads.u_at(exc, t).reshape(-1),
         du=lambda t: loads.du_dt(exc, t).reshape(-1),
         u_one_sided=lambda t, t_ref: loads.u_one_sided(exc, t, t_ref).reshape(-1),
-        du_one_sided=lambda t_ref: loads.du_one_sided(exc, t_ref).reshape(-1),
+        du_one_sided=lambda t_ref, t=None: loads.du_one_sided(exc, t_ref, t).reshape(-1),
         events=(lambda: loads.event_times(exc)) if split_steps else None,
         solver=linsolve.model_solver(model.topology, solver),
         switch_times=_switch_times(exc),

@@ -37,7 +37,7 @@ def main(cfg: DictConfig, progress=None) -> int:
     try:
         kind = kind_of(cfg)
         check_config(cfg, kind)
-        cfg = job_config(cfg)
+        cfg = kind.prepare(job_config(cfg))
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         summary = engine.run(kind, cfg, config_yaml, progress=progress if progress is not None
                              else bool(cfg.sweep.get("progress", True)))

@@ -44,7 +44,7 @@ import numpy as np
 
 from kernels import forces
 from kernels.model import STOP_LAWS, GROUND, ModelError
-from kernels.names import DIRECTIONS, SIDES
+from kernels.names import DIRECTIONS, SIDES, TYRE_BUSHINGS
 from kernels.rotations import euler_to_matrix
 
 MIRROR = np.diag([1.0, -1.0, 1.0])
@@ -284,7 +284,36 @@ def model_keys() -> dict:
             "per_side": section, "shared": section, "wheels": {"left": ANY, "right": ANY},
             "reference_bushing": ANY, "steering_joint": ANY, "travel_lock": ANY,
             "steering_rack": dict.fromkeys(RACK_KEYS), "vehicle": dict.fromkeys(VEHICLE_KEYS),
-            "alignment": ALIGNMENT}
+            "alignment": ALIGNMENT, "tyres": dict.fromkeys(TYRE_KEYS)}
+
+
+TYRE = "tyre"                       # the tyre bushings are tyre_left, tyre_right
+TYRE_KEYS = {"rate": "N/m", "damping": "N s/m"}
+
+
+def tyre_values(spec, key="model.tyres"):
+    """(rate [N/m], damping [N s/m]) of a ``tyres`` mapping, checked: rate > 0,
+    damping >= 0, both finite; a rate below 20 kN/m or above 2 MN/m is
+    refused as a likely unit mistake (passenger-car and light-truck tyres:
+    about 150-600 kN/m)."""
+    if not isinstance(spec, dict) or set(spec) - set(TYRE_KEYS) or "rate" not in spec:
+        raise ModelError(f"{key} = {spec!r} must be a mapping with 'rate' [N/m] and optionally "
+                         "'damping' [N s/m]")
+    out = []
+    for name, default in (("rate", None), ("damping", 0.0)):
+        raw = spec.get(name, default)
+        try:
+            val = float(raw)
+        except (TypeError, ValueError):
+            raise ModelError(f"{key}.{name} = {raw!r} is not a number [{TYRE_KEYS[name]}]") from None
+        if not math.isfinite(val) or val < 0 or (name == "rate" and val <= 0):
+            raise ModelError(f"{key}.{name} = {raw!r} must be {'> 0' if name == 'rate' else '>= 0'} "
+                             f"and finite [{TYRE_KEYS[name]}]")
+        out.append(val)
+    if not 2e4 <= out[0] <= 2e6:
+        raise ModelError(f"{key}.rate = {out[0]:g} N/m is outside 2e4-2e6 N/m (a car tyre: about 2.5e5); "
+                         "is it in N/mm or kN/m? The model's unit is N/m")
+    return out[0], out[1]
 
 
 def load_element_groups(entries, key="model.elements"):
@@ -943,13 +972,29 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
             add_element(key, name, spec, centre, "")
 
     wheels = cfg.get("wheels") or {"left": "wheel_left", "right": "wheel_right"}
+    wheel_ids = {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES}
+    if cfg.get("tyres") is not None:
+        rate, damping = tyre_values(cfg["tyres"])
+        for s in SIDES:
+            # a vertical spring-damper between the ground and the wheel centre
+            # (kernels.road: the road's part enters as the wheel-centre force)
+            at = np.asarray(bodies[wheel_ids[s] - 1]["position"], float)
+            name = TYRE_BUSHINGS[SIDES.index(s)]
+            bushings.append({"index": len(bushings) + 1, "name": name,
+                             "marker_1": add_marker(name + "/1", GROUND, at, np.eye(3)),
+                             "marker_2": add_marker(name + "/2", wheel_ids[s], at, np.eye(3)),
+                             "stiffness": [0.0, 0.0, rate, 0.0, 0.0, 0.0],
+                             "damping": [0.0, 0.0, damping, 0.0, 0.0, 0.0],
+                             "preload": [0.0] * 6, "offset": [0.0] * 6})
     tables = {
         "name": cfg.get("name", "model"),
         "gravity": cfg.get("gravity", [0.0, 0.0, -9.81]),
         "bodies": bodies, "markers": markers, "bushings": bushings, "p2p": p2p,
-        "wheels": {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES},
+        "wheels": wheel_ids,
     }
     tables.update({key: rows for key, rows in extra.items() if rows})
+    if cfg.get("tyres") is not None:
+        tables["tyres"] = list(TYRE_BUSHINGS)
     # the left side's hardpoint table as built (informational: sweep
     # parameters of target hardpoint name their points against it)
     tables["hardpoints"] = {n: (dict(v) if isinstance(v, dict) else [float(x) for x in v]) for n, v in hp.items()}

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.names import DIRECTIONS
+from kernels.names import DIRECTIONS, TYRE_BUSHINGS
 from sweep.schema import Bounds, ConfigError, Float, fmt
 
 DIRECTION_GROUPS = {
@@ -266,6 +266,13 @@ def build_parameters(spec, model) -> ParameterSet:
         elif kind == "bushing":
             names = topo.bushing_names
             rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
+            # a model's tyres (model.tyres, the road load cases) are values of
+            # the load case: their rate is also in the road's force input
+            tyres = [i for i in rows if names[i] in TYRE_BUSHINGS and topo.tables.get("tyres")]
+            if tyres and len(tyres) == len(rows):
+                raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches only the tyres: "
+                                  "their rate and damping are loadcase.tyre (or model.tyres), not sweep targets")
+            rows = [i for i in rows if i not in tyres]
         elif kind == "flexible":        # rows: the modal slots of the matching flexible bodies
             names = [topo.body_names[frame] for frame, _ in topo.flex_bodies]
             slots = list(topo.modal_slots)

@@ -883,3 +883,49 @@ def bode_figure(ds, path=None, max_variants=12, dpi=120):
     if path is not None:
         save_png(fig, path, dpi=dpi)
     return fig
+
+
+def road_spectra(ds, path=None, dpi=110):
+    """The rough-road figure of a cube with road statistics
+    (:mod:`sweep.kinds.rough_road`): PSDs of the road (Welch and the ISO 8608
+    target), the wheel-centre vertical displacement, the tyre contact force
+    and the largest body-mount force (left wheel), the band of the ok
+    variants and their median; the title names the road, speed and RMS.
+    Returns the figure; ``path``: also a PNG."""
+    from sweep import status as st
+    f = ds.frequency.values
+    ok = np.nonzero(np.isin(ds.status.values, st.VALUES_KEPT))[0]
+    side = "left"
+    panels = [("road height", "mm\u00b2/Hz", 1e6, None),
+              ("wheel-centre z", "mm\u00b2/Hz", 1e6, ds.psd_wheel_centre_z.sel(side=side).values),
+              ("tyre contact force", "N\u00b2/Hz", 1.0, ds.psd_tyre_contact_force.sel(side=side).values)]
+    if ds.sizes.get("mount", 0):
+        left = [i for i, m in enumerate(ds.mount.values.astype(str)) if m.endswith("_left")] or [0]
+        rms = ds.rms_mount_force.values[ok][:, left, 2] if len(ok) else np.zeros((1, len(left)))
+        k = left[int(np.nanargmax(np.nanmedian(rms, axis=0)))] if len(ok) else left[0]
+        name = str(ds.mount.values[k])
+        panels.append((f"mount {name} fz", "N\u00b2/Hz", 1.0, ds.psd_mount_force.isel(mount=k).sel(
+            force_axis="fz").values))
+    fig = Figure(figsize=(3.6 * len(panels), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (title, units, scale, vals) in zip(axes, panels):
+        if vals is None:
+            ax.loglog(f, ds.psd_road.sel(side=side).values * scale, color="0.45", lw=0.8, label="road (Welch)")
+            ax.loglog(f, ds.psd_road_target.values * scale, color="C3", lw=1.2, label="ISO 8608 target")
+        elif len(ok):
+            v = vals[ok] * scale
+            if len(ok) > 1:
+                ax.fill_between(f, np.nanmin(v, 0), np.nanmax(v, 0), color="C0", alpha=0.2, lw=0,
+                                label=f"{len(ok)} ok variants")
+            ax.loglog(f, np.nanmedian(v, 0), color="C0", lw=1.2, label="median" if len(ok) > 1 else "variant 0")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("frequency [Hz]")
+        ax.set_ylabel(f"PSD [{units}]")
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+        ax.legend(fontsize=7)
+    rc = ds.rms_tyre_contact_force.sel(side=side).values[ok] if len(ok) else np.array([np.nan])
+    fig.suptitle(f"{ds.attrs.get('model', '')}: rough road, {side} wheel; {len(ok)} of {ds.sizes['variant']} "
+                 f"variant(s) ok; contact-force RMS {np.nanmedian(rc):.0f} N (median)", fontsize=10)
+    if path:
+        save_png(fig, path, dpi=dpi)
+    return fig

@@ -94,6 +94,12 @@ class JobKind:
         """Semantic checks of the plain job config (after the type checks of
         :mod:`sweep.schema`), before a model is built."""
 
+    def prepare(self, cfg):
+        """The job config as this kind runs it (after the checks, before the
+        plan; recorded in the cube): a kind that adds to the model or picks
+        a backend for its load case does it here. Default: unchanged."""
+        return cfg
+
     def plan(self, cfg) -> Plan:
         raise NotImplementedError
 

@@ -181,7 +181,7 @@ def _loads_system(changes):
     exc = loads.excitation(np.pad([1.0, -2.0], (0, 10)).reshape(2, 6), amp)
     base = linear_system(OMEGA, CDAMP, BU, lambda t: loads.u_at(exc, t).reshape(-1)[:2])
     return base._replace(u_one_sided=lambda t, ref: loads.u_one_sided(exc, t, ref).reshape(-1)[:2],
-                         du_one_sided=lambda ref: loads.du_one_sided(exc, ref).reshape(-1)[:2],
+                         du_one_sided=lambda ref, t=None: loads.du_one_sided(exc, ref, t).reshape(-1)[:2],
                          events=lambda: loads.event_times(exc))
 
 

@@ -1,0 +1,275 @@
+"""The rough-road job kind: every variant driven over the same random road
+(ISO 8608 class, speed, left/right coherence, seed: :mod:`kernels.road`)
+through a point-contact tyre per wheel, the body held as on a rig.
+
+A variant is a time response (:mod:`sweep.kinds.time_response`: static
+equilibrium under the wheel loads, then the integration, the same channels)
+of a model with tyres - a vertical spring-damper between the ground and each
+wheel centre (``model.tyres``, set from ``loadcase.tyre`` unless the model
+file gives its own) - under the wheel loads plus the road's force through
+the tyre, k_t z_road + c_t dz_road/dt, a sum of harmonics that the
+integrators see as a smooth input (:func:`kernels.loads.with_harmonics`).
+
+After the run the report adds, per variant, over the time after
+``loadcase.settle`` (the start-up transient left out):
+
+- ``road_height`` (time, side) [m], the road under each wheel;
+- ``tyre_contact_force`` (variant, time, side) [N], the vertical road force
+  on the wheel; ``tyre_lift_off`` (variant, side): the contact force fell
+  below zero (the tyre would leave the road, which the permanent-contact
+  tyre does not model: the variant's values past that time are not
+  physical; the log says how many);
+- PSDs (Welch, Hann windows of 1 / ``loadcase.resolution`` seconds, half
+  overlapping; one-sided) and RMS of the wheel-centre vertical displacement,
+  the contact force and the body-mount forces (every bushing to the chassis
+  but the tyres): ``psd_*`` over ``frequency`` [Hz], ``rms_*``;
+- ``damage_equivalent_load`` (variant, mount, force_axis) [N] of each body
+  mount's force x, y, z: rainflow cycles (ASTM E1049 by the ``rainflow``
+  library) and Miner's rule with the Woehler exponent m
+  (``loadcase.woehler_exponent``): DEL = (sum n_i S_i^m / N_eq)^(1/m), S_i
+  the cycle ranges, N_eq = the analysed duration in seconds (the 1 Hz
+  equivalent load range).
+
+A figure beside the cube (``<cube>_road.png``): the spectra, the variants'
+band and median, with the road's own.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+from omegaconf import OmegaConf, open_dict
+
+from kernels import loads, road
+from sweep.kinds import time_response
+from sweep.kinds.time_response import TimeResponse
+from sweep.model_builder import TYRE, tyre_values
+from sweep.schema import LOADS, ConfigError, Float, Int, Map, Optional as Opt, Str, fail, fmt
+
+log = logging.getLogger("sweep")
+
+NAME = "rough_road"
+FORCE_AXES = ("fx", "fy", "fz")
+
+
+def road_of(lc) -> tuple:
+    """(Gd(n0) [m^3], the road config) of a load case's ``road`` mapping."""
+    rd = lc.get("road") or {}
+    gd0 = rd.get("gd0")
+    if gd0 is None:
+        cls = str(rd.get("class", "C")).upper()
+        if cls not in road.CLASSES:
+            fail("loadcase.road.class", rd.get("class"), f"is not an ISO 8608 class ({', '.join(road.CLASSES)})")
+        gd0 = road.CLASSES[cls]
+    return float(gd0), rd
+
+
+def profile_of(lc, t0, t1) -> road.RoadProfile:
+    """The load case's two-track road, its harmonics spaced 1 / (t1 - t0) (periodic over the run)."""
+    gd0, rd = road_of(lc)
+    return road.profile(gd0, float(rd["speed"]), float(rd["f_min"]), float(rd["f_max"]), 1.0 / (t1 - t0),
+                        coherence=float(rd.get("coherence", 0.0)), seed=int(rd.get("seed", 0)),
+                        waviness=float(rd.get("waviness", road.WAVINESS)))
+
+
+class RoughRoad(TimeResponse):
+    name = NAME
+    loadcase = Map({
+        "name": Str(), "kind": Str(), "description": Str(),
+        "t_start": Float(unit="s"), "t_end": Float(unit="s"), "wheel_loads": LOADS,
+        "settle": Float(ge=0, unit="s"),
+        "road": Map({"class": Opt(Str()), "gd0": Opt(Float(gt=0, unit="m^3")), "waviness": Float(gt=0),
+                     "speed": Float(gt=0, unit="m/s"), "coherence": Float(ge=0, unit="1"),
+                     "seed": Int(ge=0), "f_min": Float(gt=0, unit="Hz"), "f_max": Float(gt=0, unit="Hz")},
+                    strict=True),
+        "tyre": Map({"rate": Float(gt=0, unit="N/m"), "damping": Float(ge=0, unit="N s/m")}, strict=True),
+        "resolution": Float(gt=0, unit="Hz"),
+        "woehler_exponent": Float(gt=0),
+    }, strict=True)
+
+    def check(self, job):
+        """The time-response checks, then the road's: a known class, f_min <
+        f_max below the output's Nyquist frequency, the analysed time
+        (after ``settle``) at least two PSD windows long, coherence in [0, 1],
+        no sweep parameter on the tyres (their rate is also in the road's
+        force) and no hardpoint design."""
+        super().check(job)
+        lc = job.get("loadcase") or {}
+        gd0, rd = road_of(lc)
+        for key in ("speed", "f_min", "f_max"):
+            if rd.get(key) is None:
+                fail(f"loadcase.road.{key}", None, "is missing")
+        if not float(rd["f_min"]) < float(rd["f_max"]):
+            fail("loadcase.road.f_min", rd["f_min"], f"must be below loadcase.road.f_max = {fmt(float(rd['f_max']))}")
+        if not 0.0 <= float(rd.get("coherence", 0.0)) <= 1.0:
+            fail("loadcase.road.coherence", rd.get("coherence"), "must be in [0, 1]")
+        sw, integ = job.get("sweep") or {}, job.get("integrator") or {}
+        every = sw["every"] if sw.get("every") is not None else (job.get("output") or {}).get("every", 1)
+        nyquist = 0.5 / (float(integ.get("dt", 1e-3)) * int(every))
+        if float(rd["f_max"]) >= nyquist:
+            fail("loadcase.road.f_max", rd["f_max"], f"must be below the output's Nyquist frequency "
+                 f"{fmt(nyquist)} Hz (1 / (2 integrator.dt output.every))")
+        t0 = sw["start"] if sw.get("start") is not None else lc.get("t_start", 0.0)
+        analysed = float(lc["t_end"]) - float(t0) - float(lc.get("settle", 0.0))
+        window = 1.0 / float(lc.get("resolution", 0.5))
+        if analysed < 2 * window:
+            fail("loadcase.settle", lc.get("settle"), f"leaves {fmt(analysed)} s to analyse: at least two PSD "
+                 f"windows of 1 / loadcase.resolution = {fmt(window)} s are needed (a longer run, a shorter "
+                 "settle or a coarser resolution)")
+        if lc.get("tyre") is not None:
+            tyre_values(lc["tyre"], "loadcase.tyre")
+        for name, p in ((sw.get("parameters") or {}).items()):
+            if not isinstance(p, dict):
+                continue
+            if p.get("target") == "hardpoint":
+                raise ConfigError(f"sweep.parameters.{name}: target hardpoint is not available with "
+                                  "loadcase=rough_road yet (the road's design is built once)")
+            if TYRE in str(p.get("elements", "")) or TYRE in str(p.get("target", "")):
+                raise ConfigError(f"sweep.parameters.{name}: the tyres are not a sweep target here (their "
+                                  "rate is also in the road's force); change loadcase.tyre instead")
+
+    def prepare(self, cfg):
+        """The model with the load case's tyres (``model.tyres`` unless the
+        model file sets them) on XLA unless ``integrator.backend`` says
+        otherwise (the generated C would fold every harmonic of the road)."""
+        with open_dict(cfg):
+            if cfg.model.get("tyres") is None:
+                cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
+            else:
+                log.info("model.tyres is set in the model: loadcase.tyre is not used")
+            if cfg.integrator.get("backend") in (None, "auto"):
+                cfg.integrator.backend = "xla"
+        return cfg
+
+    def plan(self, cfg):
+        plan = super().plan(cfg)
+        c = plan.case
+        lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
+        rate, damping = tyre_values(OmegaConf.to_container(cfg.model.tyres, resolve=True))
+        prof = profile_of(lc, c.t0, c.t1)
+        exc = loads.with_harmonics(c.exc, *road.wheel_force_harmonics(prof, rate, damping))
+        case = dataclasses.replace(c, exc=exc, loadcase_name=str(cfg.loadcase.name))
+        return dataclasses.replace(plan, case=case)
+
+    def attrs(self, plan, cfg_yaml):
+        return {**super().attrs(plan, cfg_yaml), "body_mounts": body_mounts(plan.model.topology),
+                "road_harmonics": int(plan.case.exc.h_omega.shape[0])}
+
+    def report(self, ds, cfg, s):
+        time_response.report(ds, cfg, s)
+        try:
+            statistics(ds, cfg, s)
+        except Exception as err:  # noqa: BLE001 - statistics must never lose a finished cube
+            log.warning(f"warning: road statistics failed: {type(err).__name__}: {err}")
+
+
+def body_mounts(topo):
+    """Names of the bushings between a body and the chassis, the tyres left out."""
+    m = topo.n_bodies
+    return [n for n, b in zip(topo.bushing_names, np.asarray(topo.bushing_bodies))
+            if m in b and not n.startswith(TYRE + "_")]
+
+
+def statistics(ds, cfg, s):
+    """The road's variables of the module doc, added to the cube (rewritten
+    on a rerun), the log lines and the figure."""
+    import xarray as xr
+    from scipy import signal
+    from sweep import status
+    lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
+    t = ds.time.values
+    t0, t1 = float(t[0]), float(t[-1])
+    prof = profile_of(lc, t0, t1)
+    rate, damping = tyre_values(OmegaConf.to_container(cfg.model.tyres, resolve=True))
+    z = prof.height(t)                                               # (nt, 2)
+    zdot = prof.rate(t)
+    base_fz = np.array([float((lc["wheel_loads"].get(side) or {}).get("fz", 0.0)) for side in ("left", "right")])
+    fz_in = base_fz + rate * z + damping * zdot                      # (nt, 2) wheel-centre input fz
+    names = list(ds.bushing.values.astype(str))
+    tyres = [names.index(f"{TYRE}_{side}") for side in ("left", "right")]
+    bf = ds.bushing_force.values                                     # (V, nt, nb, 6), on the first body (ground)
+    contact = fz_in[None] - bf[:, :, tyres, 2]                       # (V, nt, 2)
+    codes = ds.status.values
+    ok = np.isin(codes, status.VALUES_KEPT)
+    sel = t >= t0 + float(lc.get("settle", 0.0)) - 1e-12
+    fs = 1.0 / float(t[1] - t[0])
+    nper = int(round(fs / float(lc.get("resolution", 0.5))))
+    f_max = float(lc["road"]["f_max"])
+
+    def welch(x):
+        f, p = signal.welch(x[..., sel, :], fs=fs, nperseg=nper, axis=-2, detrend="constant")
+        keep = (f > 0) & (f <= f_max)
+        return f[keep], p[..., keep, :]
+    mounts = [m for m in ds.attrs.get("body_mounts", []) if m in names]
+    midx = [names.index(m) for m in mounts]
+    wcz = ds.wheel_centre_displacement.values[..., 2]                # (V, nt, 2)
+    mforce = bf[:, :, midx, :3]                                      # (V, nt, nm, 3)
+    f, p_wcz = welch(wcz)
+    _, p_contact = welch(contact)
+    _, p_mount = welch(mforce.reshape(*mforce.shape[:2], -1))
+    p_mount = p_mount.reshape(p_mount.shape[0], len(f), len(midx), 3)
+    _, p_road = welch(z[None])
+    m_exp = float(lc.get("woehler_exponent", 5.0))
+    n_eq = float(t1 - t0 - float(lc.get("settle", 0.0)))
+    dels = np.full((len(codes), len(midx), 3), np.nan)
+    import rainflow
+    for v in np.nonzero(ok)[0]:
+        for j in range(len(midx)):
+            for a in range(3):
+                cyc = np.array(rainflow.count_cycles(mforce[v, sel, j, a]))
+                if len(cyc):
+                    dels[v, j, a] = (np.sum(cyc[:, 1] * cyc[:, 0] ** m_exp) / n_eq) ** (1.0 / m_exp)
+    lift = np.where(ok[:, None], np.any(contact[:, sel] < 0.0, axis=1), False)
+    rms = lambda x: np.sqrt(np.mean((x[:, sel] - x[:, sel].mean(axis=1, keepdims=True)) ** 2, axis=1))  # noqa: E731
+    side_dims = ("variant", "side")
+    out = xr.Dataset(
+        {
+            "road_height": (("time", "side"), z, {"units": "m", "long_name": "road height under each wheel"}),
+            "tyre_contact_force": (("variant", "time", "side"), contact,
+                                   {"units": "N", "long_name": "vertical road contact force on the wheel"}),
+            "tyre_lift_off": (side_dims, lift, {"long_name": "contact force below zero after settle "
+                                                             "(values past it are not physical)"}),
+            "psd_wheel_centre_z": (("variant", "frequency", "side"), p_wcz,
+                                   {"units": "m2 Hz-1", "long_name": "PSD of the wheel-centre vertical displacement"}),
+            "psd_tyre_contact_force": (("variant", "frequency", "side"), p_contact,
+                                       {"units": "N2 Hz-1", "long_name": "PSD of the tyre contact force"}),
+            "psd_mount_force": (("variant", "frequency", "mount", "force_axis"), p_mount,
+                                {"units": "N2 Hz-1", "long_name": "PSD of the body-mount force on the chassis"}),
+            "psd_road": (("frequency", "side"), p_road[0], {"units": "m2 Hz-1",
+                                                           "long_name": "PSD of the road height (Welch)"}),
+            "psd_road_target": (("frequency",), road.time_psd(f, road_of(lc)[0],
+                                                              float(lc["road"]["speed"]),
+                                                              float(lc["road"].get("waviness", 2.0))),
+                                {"units": "m2 Hz-1", "long_name": "ISO 8608 PSD of the road at the speed"}),
+            "rms_wheel_centre_z": (side_dims, rms(wcz), {"units": "m"}),
+            "rms_tyre_contact_force": (side_dims, rms(contact), {"units": "N"}),
+            "rms_mount_force": (("variant", "mount", "force_axis"), rms(mforce), {"units": "N"}),
+            "damage_equivalent_load": (("variant", "mount", "force_axis"), dels,
+                                       {"units": "N", "woehler_exponent": m_exp, "equivalent_cycles": n_eq,
+                                        "long_name": "1 Hz damage-equivalent load range (rainflow, Miner)"}),
+        },
+        coords={"frequency": ("frequency", f, {"units": "Hz"}), "mount": ("mount", np.array(mounts, dtype=str)),
+                "force_axis": ("force_axis", np.array(FORCE_AXES))})
+    out.attrs = dict(ds.attrs)        # mode "a" rewrites the group's attributes: keep the cube's
+    out.to_zarr(s["path"], mode="a")
+    n_lift = int(lift.any(axis=1).sum())
+    log.info(f"road: ISO 8608 Gd(n0) = {road_of(lc)[0]:.3g} m^3 at {lc['road']['speed']} m/s, "
+             f"{len(prof.omega)} harmonics {lc['road']['f_min']}-{lc['road']['f_max']} Hz, coherence "
+             f"{lc['road'].get('coherence', 0.0)}; tyre {rate:.4g} N/m, {damping:.4g} N s/m")
+    if ok.any():
+        rc = rms(contact)[ok]
+        log.info("tyre contact force RMS (left, median over ok variants): "
+                 f"{np.median(rc[:, 0]):.1f} N; body-mount DEL fz (median, m = {m_exp:g}): "
+                 + ", ".join(f"{m} {np.nanmedian(dels[ok, j, 2]):.1f} N" for j, m in enumerate(mounts[:4]))
+                 + (" ..." if len(mounts) > 4 else ""))
+    if n_lift:
+        log.warning(f"warning: {n_lift} variant(s) lift a wheel off the road (contact force < 0: the "
+                    "permanent-contact tyre pulls; their values after it are not physical): tyre_lift_off")
+    from sweep.plots import draw_beside, road_spectra
+    draw_beside(ds, {**s, "path": s["path"].rstrip("/")[:-5] + "_road.zarr"},
+                lambda _ds, png: road_spectra(xr.open_zarr(s["path"], chunks=None), png), "road spectra plot", log)
+
+
+KIND = RoughRoad()
