@@ -53,6 +53,11 @@ def with_harmonics(exc: Excitation, omega, cos, sin) -> Excitation:
                         h_sin=jnp.asarray(sin, jnp.float64).reshape(-1, 2, 6))
 
 
+def without_harmonics(exc: Excitation) -> Excitation:
+    """``exc`` without its harmonics."""
+    return exc._replace(h_omega=None, h_cos=None, h_sin=None)
+
+
 def harmonic(exc: Excitation, t):
     """The harmonics' part of u(t), (2, 6); 0 without harmonics."""
     if exc.h_omega is None:

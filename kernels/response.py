@@ -181,8 +181,10 @@ class Start(NamedTuple):
 
 
 def _init(p: Problem) -> Start:
-    """The static equilibrium under the loads at t0 (method.md section 1)."""
-    eq = statics.static_equilibrium(p.model, loads.u_at(p.excitation, p.t0))
+    """The static equilibrium under the loads at t0 (method.md section 1),
+    without the load case's harmonics (a road's: their mean is zero, the
+    static state is the one on the road's mean height)."""
+    eq = statics.static_equilibrium(p.model, loads.u_at(loads.without_harmonics(p.excitation), p.t0))
     return Start(eq.r, eq.converged, eq.iterations)
 
 
@@ -205,9 +207,10 @@ def driver(options: Options, outputs: Optional[Callable] = None) -> Driver:
 
     def run(p: Problem, r_eq) -> Trajectory:
         split = True if options.split_steps is None else options.split_steps
-        system = model_system(p.model, p.excitation, options.solver, split, options.state_events)
+        model = statics.tyres_at_rest(p.model, r_eq.reshape(p.model.topology.n_bodies, 6))  # tyres: at rest there
+        system = model_system(model, p.excitation, options.solver, split, options.state_events)
         n = r_eq.size
-        out = lambda r, v, t: out_fn(p.model, r, v, r_eq)  # noqa: E731
+        out = lambda r, v, t: out_fn(model, r, v, r_eq)  # noqa: E731
         return meth.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), p.t0, p.dt, options.n_samples,
                              options.every, options.relinearise_every, out, error_norm=norm,
                              checkpoint_block=options.checkpoint_block)

@@ -28,12 +28,22 @@ Two problems are provided:
   prescribed (a K&C rig's wheel pads in position control): the unknowns are
   r and the two vertical wheel-centre forces Fz (Lagrange multipliers of the
   constraints z_wc(r) = z_target), solved as one bordered Newton system.
+
+Tyres (a model with ``tyres``: vertical bushings ``tyre_left``,
+``tyre_right`` between the ground and the wheel centres, the road load
+cases, :mod:`kernels.road`) are at rest in the static state: the static
+problems solve with the tyres' stiffness and damping taken out
+(:func:`unloaded_tyres`), so the static state is the one without tyres
+under the same wheel loads, and a run from it uses the model whose tyre
+offsets are their deflections there (:func:`tyres_at_rest`).
 """
+import dataclasses
 import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from kernels import linalg
 from kernels.dynamics import linearise, q_fn
@@ -152,6 +162,39 @@ def _free_jacobian(x, params):
     return linearise(model, x.reshape(m, 6), jnp.zeros((m, 6), x.dtype), u).J_r
 
 
+def tyre_rows(topology) -> tuple:
+    """Indices of a model's tyre bushings (static), () without tyres."""
+    from kernels.names import TYRE_BUSHINGS
+    if not topology.tables.get("tyres"):
+        return ()
+    return tuple(topology.bushing_names.index(n) for n in TYRE_BUSHINGS)
+
+
+def unloaded_tyres(model):
+    """``model`` with its tyres' stiffness and damping zero (module doc);
+    the model itself without tyres."""
+    rows = np.asarray(tyre_rows(model.topology), int)
+    if not len(rows):
+        return model
+    return dataclasses.replace(model, bu_k=model.bu_k.at[rows].set(0.0), bu_c=model.bu_c.at[rows].set(0.0))
+
+
+def tyres_at_rest(model, r):
+    """``model`` with each tyre's offset set to its deflection in the state r
+    (m, 6), so that its elastic force is zero there (module doc); the model
+    itself without tyres."""
+    rows = np.asarray(tyre_rows(model.topology), int)
+    if not len(rows):
+        return model
+    from kernels import forces
+    from kernels.dynamics import states_with_ground
+    x = states_with_ground(r, jnp.zeros_like(r))
+    b = model.topology.bushing_bodies[rows]
+    prm = jax.tree_util.tree_map(lambda a: a[rows], forces.bushing_params(model))
+    defl = jax.vmap(lambda p, x1, x2: forces.bushing_deflection(p, x1, x2)[0])(prm, x[b[:, 0]], x[b[:, 1]])
+    return dataclasses.replace(model, bu_offset=model.bu_offset.at[rows].set(defl))
+
+
 def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
                        max_translation=0.02, max_rotation=0.1, polish=2):
     """Newton iteration for q(r, 0, u) = 0 (eq. 1b at rest).
@@ -167,6 +210,7 @@ def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
     and ``u`` by the implicit function theorem (module doc).
     """
     m = model.topology.n_bodies
+    model = unloaded_tyres(model)
     r0 = model.r_design if r_start is None else r_start
     model_c, u_c, r0 = _no_grad((model, u, r0))
     v0 = jnp.zeros_like(r0)
@@ -241,6 +285,7 @@ def constrained_equilibrium(model, u, z_target, r_start=None, fz_start=None, tol
     theorem on the bordered system).
     """
     m = model.topology.n_bodies
+    model = unloaded_tyres(model)
     r0 = model.r_design if r_start is None else r_start
     fz0 = jnp.zeros(2, r0.dtype) if fz_start is None else fz_start
     model_c, u_c, z_c, r0, fz0 = _no_grad((model, u, jnp.asarray(z_target, r0.dtype), r0, fz0))

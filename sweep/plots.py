@@ -839,18 +839,29 @@ def bode_figure(ds, path=None, max_variants=12, dpi=120):
     from sweep.cube import complex_of
     f = ds.frequency.values
     ok = np.nonzero(np.isin(ds.status.values, (st.OK, st.IMPLAUSIBLE)))[0]
-    inputs = [str(i) for i in ds.input.values]
-    h = complex_of(ds, "wheel_centre_receptance")
-    m = complex_of(ds, "mount_transfer")
-    panels = [(f"{i} -> wheel centre {i[-1]}", "mm/kN", 1e6,
-               lambda v, i=i: h.isel(variant=v).sel(input=i, side=i[:-3], axis=i[-1]).values) for i in inputs]
-    vin = next((i for i in inputs if i.endswith("fz")), inputs[0])
+    inputs = [str(i) for i in ds.input.values] if ds.sizes.get("input", 0) else []
+    roads = [str(i) for i in ds.road_input.values] if ds.sizes.get("road_input", 0) else []
+    panels = []
+    if inputs:
+        h = complex_of(ds, "wheel_centre_receptance")
+        panels += [(f"{i} -> wheel centre {i[-1]}", "mm/kN", 1e6,
+                    lambda v, i=i: h.isel(variant=v).sel(input=i, side=i[:-3], axis=i[-1]).values) for i in inputs]
+    if roads:
+        hr = complex_of(ds, "wheel_centre_road_transmissibility")
+        panels += [(f"{i} -> wheel centre z", "m/m", 1.0,
+                    lambda v, i=i: hr.isel(variant=v).sel(road_input=i, side=i[:-5], axis="z").values)
+                   for i in roads]
+    if inputs:
+        m, dim, units = complex_of(ds, "mount_transfer"), "input", "N/N"
+        vin = next((i for i in inputs if i.endswith("fz")), inputs[0])
+    else:
+        m, dim, units, vin = complex_of(ds, "mount_road_transfer"), "road_input", "N/m", roads[0]
     if ds.sizes.get("mount", 0) and len(ok):
-        mag = np.abs(m.isel(variant=int(ok[0])).sel(input=vin).sel(component=["fx", "fy", "fz"]).values)
+        mag = np.abs(m.isel(variant=int(ok[0])).sel({dim: vin}).sel(component=["fx", "fy", "fz"]).values)
         k, c = np.unravel_index(np.nanargmax(np.nanmax(mag, axis=0)), mag.shape[1:])
         mount, comp = str(ds.mount.values[k]), ("fx", "fy", "fz")[c]
-        panels.append((f"{vin} -> {mount} {comp}", "N/N", 1.0,
-                       lambda v: m.isel(variant=v).sel(input=vin, mount=mount, component=comp).values))
+        panels.append((f"{vin} -> {mount} {comp}", units, 1.0,
+                       lambda v: m.isel(variant=v).sel({dim: vin}).sel(mount=mount, component=comp).values))
     fig = Figure(figsize=(4.0 * len(panels), 6.0), layout="constrained")
     axes = fig.subplots(2, len(panels), squeeze=False, sharex=True)
     pick = ok if len(ok) <= max_variants else ok[np.unique(np.linspace(0, len(ok) - 1, max_variants).astype(int))]

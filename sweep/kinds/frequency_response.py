@@ -37,7 +37,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from kernels import frf, kc, statics
-from kernels.names import AXES, COMPONENTS, SIDES
+from kernels.names import AXES, COMPONENTS, SIDES, TYRE_BUSHINGS
 from sweep import cube, cube_schema, status
 from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
 from sweep.design import make_design
@@ -53,8 +53,9 @@ log = logging.getLogger("sweep")
 
 NAME = "frf"
 KNOWN_KEYS = {"name", "kind", "description", "wheel_loads", "frequencies", "inputs", "mounts",
-              "tolerance", "max_iterations"}
+              "tolerance", "max_iterations", "tyre"}
 FORCE_INPUTS = tuple(n for n in frf.INPUTS if n[-2] == "f")     # wheel-centre forces only
+ROAD_INPUTS = ("left_road", "right_road")                       # road height under a tyre (model.tyres)
 MOUNT_UNITS = "mixed units: N/N (fx, fy, fz), N m/N (mx, my, mz) per unit input force, per component"
 
 
@@ -73,6 +74,24 @@ CHANNELS = [
            "force and torque of the mount (a bushing or P2P element) on the chassis (an element between two "
            "moving bodies: on its second body), vehicle frame, per unit harmonic input force", MOUNT_UNITS),
 ]
+ROAD_MOUNT_UNITS = "mixed units: N/m (fx, fy, fz), N m/m (mx, my, mz) per unit road height, per component"
+# the road inputs' transfer functions: per metre of road height under a tyre
+# (their own variables, so that every variable has one unit)
+ROAD_CHANNELS = [
+    *_pair("wheel_centre_road_transmissibility", ("road_input", "side", "axis"), "m/m",
+           "wheel-centre displacement per unit harmonic road height under a tyre"),
+    *_pair("toe_road_transfer", ("road_input", "side"), "rad/m", "toe angle (DIN 70000) per unit road height"),
+    *_pair("camber_road_transfer", ("road_input", "side"), "rad/m", "camber angle (DIN 70000) per unit road height"),
+    *_pair("mount_road_transfer", ("road_input", "mount", "component"), layout.MIXED_UNITS,
+           "force and torque of the mount on the chassis, vehicle frame, per unit harmonic road height",
+           ROAD_MOUNT_UNITS),
+]
+
+
+def channels_of(n_force, n_road):
+    """The plan's channel table: the force inputs' channels where there are
+    force inputs, the road inputs' where there are road inputs."""
+    return tuple((CHANNELS if n_force else []) + (ROAD_CHANNELS if n_road else []))
 
 
 def load_case(lc: dict, model) -> dict:
@@ -98,15 +117,22 @@ def load_case(lc: dict, model) -> dict:
     f = np.geomspace(f_min, f_max, n) if spacing == "log" else np.linspace(f_min, f_max, n)
     inputs = list(lc.get("inputs") or ["left_fx", "left_fy", "left_fz"])
     for name in inputs:
-        if name not in FORCE_INPUTS:
-            raise ConfigError(f"loadcase.inputs: {name!r} is not an input (known: {', '.join(FORCE_INPUTS)})")
+        if name not in FORCE_INPUTS + ROAD_INPUTS:
+            raise ConfigError(f"loadcase.inputs: {name!r} is not an input (known: "
+                              f"{', '.join(FORCE_INPUTS + ROAD_INPUTS)})")
     if len(set(inputs)) != len(inputs):
         raise ConfigError(f"loadcase.inputs = {inputs}: an input is listed twice")
     topo = model.topology
+    road_inputs = [i for i in inputs if i in ROAD_INPUTS]
+    inputs = [i for i in inputs if i not in ROAD_INPUTS]
+    if road_inputs and not topo.tables.get("tyres"):
+        raise ConfigError(f"loadcase.inputs: {road_inputs[0]!r} is a road input, which needs tyres: give "
+                          "loadcase.tyre (rate [N/m], damping [N s/m]) or model.tyres")
     names, pnames = list(topo.bushing_names), list(topo.p2p_names)
     ground = topo.n_bodies
-    if lc.get("mounts") is None:       # every element to the chassis
-        mounts = ([n for i, n in enumerate(names) if ground in topo.bushing_bodies[i]]
+    if lc.get("mounts") is None:       # every element to the chassis (the tyres are not mounts)
+        mounts = ([n for i, n in enumerate(names) if ground in topo.bushing_bodies[i]
+                   and not (topo.tables.get("tyres") and n in TYRE_BUSHINGS)]
                   + [n for i, n in enumerate(pnames) if ground in topo.p2p_bodies[i]])
     else:
         mounts = list(lc["mounts"])
@@ -127,8 +153,11 @@ def load_case(lc: dict, model) -> dict:
     # -1 where the chassis is the second body (or neither), +1 where it is the first
     sign = [1.0 if topo.bushing_bodies[names.index(m), 0] == ground else -1.0 for m in bushing_mounts]
     sign += [1.0 if topo.p2p_bodies[pnames.index(m), 0] == ground else -1.0 for m in p2p_mounts]
+    sides = [ROAD_INPUTS.index(i) for i in road_inputs]
     return dict(u=u, frequency=f, inputs=np.array([frf.INPUTS.index(i) for i in inputs], np.int32),
-                input_names=inputs, mounts=np.array([names.index(m) for m in bushing_mounts], np.int32),
+                input_names=inputs, road_input_names=road_inputs,
+                road_inputs=np.array([frf.INPUTS.index(f"{SIDES[s_]}_fz") for s_ in sides], np.int32),
+                tyres=np.array([names.index(TYRE_BUSHINGS[s_]) for s_ in sides], np.int32), mounts=np.array([names.index(m) for m in bushing_mounts], np.int32),
                 p2p_mounts=np.array([pnames.index(m) for m in p2p_mounts], np.int32),
                 mount_sign=np.array(sign), mount_names=mounts, tol=tol, max_iter=max_iter)
 
@@ -141,25 +170,33 @@ def _plan(cfg) -> Plan:
     pset = build_parameters(sw.get("parameters") or {}, model)
     X = make_design(sw, pset)
     nf, ni, nm = len(lc["frequency"]), len(lc["inputs"]), len(lc["mount_names"])
+    nr = len(lc["road_inputs"])
+    channels = channels_of(ni, nr)
     shapes = {}
-    for c in CHANNELS:
-        sizes = {"input": ni, "side": 2, "axis": 3, "mount": nm, "component": 6}
+    for c in channels:
+        sizes = {"input": ni, "road_input": nr, "side": 2, "axis": 3, "mount": nm, "component": 6}
         shapes[c.name] = tuple(sizes[d] for d in c.dims)
-    shard, nsh, n_dev, C = mapping.chunking(sw, len(X), layout.output_bytes(CHANNELS, shapes, nf),
+    shard, nsh, n_dev, C = mapping.chunking(sw, len(X), layout.output_bytes(channels, shapes, nf),
                                             model.topology.n_dof, max_devices=None)
     coords = {
         "variant": (np.arange(len(X), dtype=np.int64), {}),
         "frequency": (lc["frequency"], {"units": "Hz", "long_name": "frequency of the harmonic input"}),
-        "input": (np.array(lc["input_names"]), {"long_name": "harmonic input: unit force at a wheel centre, "
-                                                "vehicle frame (side_component)"}),
+        "input": (np.array(lc["input_names"], dtype=str), {"long_name": "harmonic input: unit force at a wheel "
+                                                           "centre, vehicle frame (side_component)"}),
+
         "side": (np.array(SIDES), {}),
         "axis": (np.array(AXES), {}),
         "mount": (np.array(lc["mount_names"]), {"long_name": "bushing or P2P element whose force on the "
                                                 "body is output"}),
         "component": (np.array(COMPONENTS), {}),
     }
+    if not ni:
+        coords.pop("input")
+    if nr:
+        coords["road_input"] = (np.array(lc["road_input_names"], dtype=str),
+                                {"long_name": "harmonic input: unit road height under a tyre (side_road)"})
     return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C,
-                n_dev=n_dev, micro_batch=None, channels=tuple(CHANNELS), shapes=shapes, coords=coords,
+                n_dev=n_dev, micro_batch=None, channels=channels, shapes=shapes, coords=coords,
                 lead=(("frequency", nf, nf),), iterations_long_name="Newton iterations of the static equilibrium",
                 case=lc)
 
@@ -169,25 +206,46 @@ def run_inputs(model, lc):
     the load case (wheel loads, frequencies, tolerances; input and mount
     indices are integers: structure)."""
     return (model, {k: lc[k] for k in ("u", "frequency", "inputs", "mounts", "p2p_mounts", "tol", "max_iter",
-                                       "limits")})
+                                       "limits", "road_inputs", "tyres")})
 
 
 def make_variant(model, pset, lc):
-    """theta (P,) -> (outputs, status, Newton iterations of the static equilibrium)."""
+    """theta (P,) -> (outputs, status, Newton iterations of the static equilibrium).
+
+    A road input (``lc["road_inputs"]``: the fz input of that side's wheel
+    centre) is the response to a unit wheel-centre fz times the tyre's
+    dynamic rate k_t + i w c_t: the road enters the model's force input
+    through the tyre (:mod:`kernels.road`), the tyre's own terms are in the
+    linearisation."""
+    n_force = len(lc["inputs"])
+    n_road = len(lc["road_inputs"])
+
     def variant(theta):
         m = pset.apply(model, theta)
         st = statics.static_equilibrium(m, lc["u"], tol=lc["tol"], max_iter=lc["max_iter"])
-        res = frf.frequency_response(m, st.r, lc["u"], 2 * jnp.pi * lc["frequency"], lc["inputs"], lc["mounts"],
-                                     lc["p2p_mounts"])
+        omega = 2 * jnp.pi * lc["frequency"]
+        inputs = np.concatenate([np.asarray(lc["inputs"]), np.asarray(lc["road_inputs"])])    # static indices
+        res = frf.frequency_response(m, st.r, lc["u"], omega, inputs, lc["mounts"], lc["p2p_mounts"])
+        if n_road:                      # the tyre's dynamic rate on each road input's column
+            tyres = lc["tyres"]
+            k_t = m.bu_k_scale[tyres, 2] * m.bu_k[tyres, 2]
+            c_t = m.bu_c_scale[tyres, 2] * m.bu_c[tyres, 2]
+            dyn = k_t[None, :] + 1j * omega[:, None] * c_t[None, :]          # (nf, n_road)
+            scale = jnp.concatenate([jnp.ones((len(omega), n_force), dyn.dtype), dyn], axis=1)
+            res = frf.FrequencyResponse(*(a * scale.reshape(len(omega), *([1] * (a.ndim - 2)), -1) for a in res))
         wc = jnp.moveaxis(res.wheel_centre, -1, 1)                 # (nf, input, side, axis)
         tc = jnp.moveaxis(res.toe_camber, -1, 1)                   # (nf, input, angle, side)
         p2p = jnp.concatenate([res.p2p, jnp.zeros_like(res.p2p)], axis=2)     # no torque at the marker
         mt = jnp.concatenate([res.bushing, p2p], axis=1)           # (nf, mount, component, input): on the first body
         mt = jnp.moveaxis(mt * lc["mount_sign"][None, :, None, None], -1, 1)   # on the chassis side
         out = {}
-        for name, z in (("wheel_centre_receptance", wc), ("toe_receptance", tc[:, :, 0]),
-                        ("camber_receptance", tc[:, :, 1]), ("mount_transfer", mt)):
-            out[f"{name}_real"], out[f"{name}_imag"] = jnp.real(z), jnp.imag(z)
+        for name, road_name, z in (("wheel_centre_receptance", "wheel_centre_road_transmissibility", wc),
+                                   ("toe_receptance", "toe_road_transfer", tc[:, :, 0]),
+                                   ("camber_receptance", "camber_road_transfer", tc[:, :, 1]),
+                                   ("mount_transfer", "mount_road_transfer", mt)):
+            for key, part in ((name, z[:, :n_force]), (road_name, z[:, n_force:])):
+                if part.shape[1]:
+                    out[f"{key}_real"], out[f"{key}_imag"] = jnp.real(part), jnp.imag(part)
         finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in out.values()]))
         plausible = kc.static_state_plausible(m, st.r, lc["limits"])     # as the time response's
         code = jnp.where(~st.converged, status.EQUILIBRIUM_FAILED, jnp.where(
@@ -228,12 +286,21 @@ def report(ds, cfg, s):
     a = ds.attrs
     log.info(f"model {a['model']}: {a['n_bodies']} bodies{flexible_note(a)}, {a['n_force_elements']} force elements, "
              f"{a['n_dof']} DOF; frequency response {float(ds.frequency[0]):g}-{float(ds.frequency[-1]):g} Hz, "
-             f"{ds.sizes['frequency']} frequencies, inputs {', '.join(map(str, ds.input.values))}; design "
+             f"{ds.sizes['frequency']} frequencies, inputs "
+             f"{', '.join(str(i) for d in ('input', 'road_input') if d in ds.coords for i in ds[d].values)}; design "
              f"{cfg.sweep.design}, {s['n_variants']} variant(s)")
     codes = ds.status.values
     log_run(log, s, codes, KIND.status)
     ok = np.nonzero(np.isin(codes, (status.OK, status.IMPLAUSIBLE)))[0]
-    if len(ok):
+    if len(ok) and ds.sizes.get("road_input", 0):
+        v = int(ok[0])
+        h = cube.complex_of(ds, "wheel_centre_road_transmissibility").isel(variant=v)
+        for inp in ds.road_input.values:
+            mag = np.abs(h.sel(road_input=inp, side=str(inp)[:-5], axis="z").values)
+            k = int(np.nanargmax(mag))
+            log.info(f"variant {v}: {inp} -> wheel centre z: peak {mag[k]:.4g} m/m at "
+                     f"{float(ds.frequency[k]):.3g} Hz (at {float(ds.frequency[0]):g} Hz {mag[0]:.4g} m/m)")
+    if len(ok) and ds.sizes.get("input", 0):
         v = int(ok[0])
         h = cube.complex_of(ds, "wheel_centre_receptance").isel(variant=v)
         for inp in ds.input.values:
@@ -243,7 +310,7 @@ def report(ds, cfg, s):
             log.info(f"variant {v}: {inp} -> wheel centre {axis}: peak {mag[k] * 1e6:.4g} mm/kN at "
                      f"{float(ds.frequency[k]):.3g} Hz (static {mag[0] * 1e6:.4g} mm/kN)")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
-    cube_schema.warn(ds, KIND.channels)
+    cube_schema.warn(ds, channels_of(ds.sizes.get("input", 0), ds.sizes.get("road_input", 0)))
     from sweep.plots import bode_figure, draw_beside
     draw_beside(ds, s, bode_figure, "Bode figure", log)
 
@@ -256,6 +323,18 @@ class FrequencyResponse(JobKind):
                     "tolerance": Float(gt=0, unit="N")})
     unused = ("start", "every")     # no time axis
     drop = ("integrator",)          # no time integration
+
+    def prepare(self, cfg):
+        """``loadcase.tyre`` puts tyres on the model (``model.tyres``, unless
+        the model file sets them): the road inputs need them."""
+        from omegaconf import open_dict
+        if cfg.loadcase.get("tyre") is not None:
+            with open_dict(cfg):
+                if cfg.model.get("tyres") is None:
+                    cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
+                else:
+                    log.info("model.tyres is set in the model: loadcase.tyre is not used")
+        return cfg
 
     def plan(self, cfg):
         return _plan(cfg)

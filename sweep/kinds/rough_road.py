@@ -172,6 +172,19 @@ def body_mounts(topo):
             if m in b and not n.startswith(TYRE + "_")]
 
 
+def damage_equivalent_load(x, m, n_eq):
+    """Damage-equivalent load range of a load history x [N]: rainflow cycles
+    (ranges S_i, counts n_i; half cycles count 1/2) by the ``rainflow``
+    library (ASTM E1049-85), Miner's rule with Woehler exponent m:
+    (sum n_i S_i^m / n_eq)^(1/m) [N] - the range of ``n_eq`` constant-range
+    cycles that do the same damage. 0 for a constant history."""
+    import rainflow
+    cyc = np.array(rainflow.count_cycles(np.asarray(x, float)), float).reshape(-1, 2)
+    if not len(cyc):
+        return 0.0
+    return float((np.sum(cyc[:, 1] * cyc[:, 0] ** m) / n_eq) ** (1.0 / m))
+
+
 def statistics(ds, cfg, s):
     """The road's variables of the module doc, added to the cube (rewritten
     on a rerun), the log lines and the figure."""
@@ -214,13 +227,10 @@ def statistics(ds, cfg, s):
     m_exp = float(lc.get("woehler_exponent", 5.0))
     n_eq = float(t1 - t0 - float(lc.get("settle", 0.0)))
     dels = np.full((len(codes), len(midx), 3), np.nan)
-    import rainflow
     for v in np.nonzero(ok)[0]:
         for j in range(len(midx)):
             for a in range(3):
-                cyc = np.array(rainflow.count_cycles(mforce[v, sel, j, a]))
-                if len(cyc):
-                    dels[v, j, a] = (np.sum(cyc[:, 1] * cyc[:, 0] ** m_exp) / n_eq) ** (1.0 / m_exp)
+                dels[v, j, a] = damage_equivalent_load(mforce[v, sel, j, a], m_exp, n_eq)
     lift = np.where(ok[:, None], np.any(contact[:, sel] < 0.0, axis=1), False)
     rms = lambda x: np.sqrt(np.mean((x[:, sel] - x[:, sel].mean(axis=1, keepdims=True)) ** 2, axis=1))  # noqa: E731
     side_dims = ("variant", "side")

@@ -1,0 +1,166 @@
+"""The road load cases as jobs: ``loadcase=rough_road`` (sweep/kinds/rough_road.py)
+on the toy axle - a design of variants -> one cube that the public schema
+accepts, with the road statistics added; the tyres carry the wheel load on
+average; the RMS and PSDs agree with the time histories in the cube; a
+rough enough road lifts a wheel off (flagged); bad road inputs are one
+line naming the key - and ``loadcase=frf`` with road inputs, whose static
+end equals finite differences of the static equilibrium under a raised
+road. The damage-equivalent load against a closed form."""
+import logging
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from tests.jobs import cfg_of
+
+ROAD = ["model=toy_trailing_arm", "loadcase=rough_road", "loadcase.t_end=5.0", "loadcase.resolution=1.0",
+        "sweep.progress=false", "cache.enabled=false"]
+LHS = ["sweep.design=lhs", "sweep.n_variants=3", "sweep.chunk_size=2",
+       "+sweep.parameters.pivots={target: bushing.stiffness, elements: '*', directions: [radial], "
+       "bounds: [0.5, 2.0]}"]
+
+
+@pytest.fixture(scope="module")
+def road_cube(tmp_path_factory):
+    from sweep import app
+    path = tmp_path_factory.mktemp("road") / "road.zarr"
+    cfg = cfg_of(*ROAD, *LHS, f"output.path={path}")
+    assert app.main(cfg, progress=False) == 0
+    return cfg, path
+
+
+def test_rough_road_cube(road_cube):
+    """Schema, variables and the physics they must show: the tyre bushings
+    are in the cube and not swept (the '*' pattern leaves them out); the
+    mean contact force is the static wheel load; the RMS is the time
+    history's; the road's own PSD follows the ISO 8608 target; the DELs are
+    finite and positive; both figures are written."""
+    from kernels import road
+    from sweep import cube_schema
+    cfg, path = road_cube
+    ds = xr.open_zarr(path)
+    assert list(cube_schema.problems(ds)) == []
+    assert list(ds.status.values) == [0, 0, 0]
+    assert {"tyre_left", "tyre_right"} <= set(ds.bushing.values.astype(str))
+    assert set(ds.mount.values.astype(str)) == {"pivot_front_left", "rear_mount_left", "pivot_front_right",
+                                                "rear_mount_right"}
+    t = ds.time.values
+    sel = t >= 1.0
+    contact = ds.tyre_contact_force.values[:, sel]
+    np.testing.assert_allclose(contact.mean(axis=1), 5000.0, rtol=0.01)
+    rms = contact.std(axis=1)
+    np.testing.assert_allclose(ds.rms_tyre_contact_force.values, rms, rtol=1e-9)
+    assert (rms > 100).all() and len(np.unique(np.round(rms[:, 0], 3))) == 3      # the variants differ
+    f = ds.frequency.values
+    band = (f >= 2) & (f <= 40)
+    ratio = ds.psd_road.values[band] / road.time_psd(f[band], road.CLASSES["C"], 20.0)[:, None]
+    assert 0.7 < np.median(ratio) < 1.3
+    np.testing.assert_allclose(ds.psd_road_target.values, road.time_psd(f, 256e-6, 20.0), rtol=1e-12)
+    assert np.all(np.isfinite(ds.damage_equivalent_load.values)) and np.all(ds.damage_equivalent_load.values > 0)
+    assert not ds.tyre_lift_off.values.any()
+    assert ds.psd_mount_force.dims == ("variant", "frequency", "mount", "force_axis")
+    assert (path.parent / "road.png").exists() and (path.parent / "road_road.png").exists()
+
+
+def test_rerun_keeps_the_cube_and_its_statistics(road_cube, caplog):
+    """A rerun with nothing to do rewrites the statistics and keeps the
+    cube's attributes (the public schema still holds)."""
+    from sweep import app, cube_schema
+    cfg, path = road_cube
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert app.main(cfg, progress=False) == 0
+    ds = xr.open_zarr(path)
+    assert list(cube_schema.problems(ds)) == []
+    assert "damage_equivalent_load" in ds and "nothing to run" in caplog.text
+
+
+def test_a_rough_road_lifts_a_wheel(tmp_path, caplog):
+    """Class G at 30 m/s: the contact force falls below zero, the variant is
+    flagged (tyre_lift_off) with a warning, the job still ends 0."""
+    from sweep import app
+    path = tmp_path / "g.zarr"
+    cfg = cfg_of(*ROAD, "loadcase.road.class=G", "loadcase.road.speed=30.0", f"output.path={path}")
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert app.main(cfg, progress=False) == 0
+    ds = xr.open_zarr(path)
+    assert ds.tyre_lift_off.values.any()
+    assert (ds.tyre_contact_force.values < 0).any()
+    assert "lift a wheel off the road" in caplog.text
+
+
+@pytest.mark.parametrize("override, words", [
+    ("loadcase.road.class=Z", "loadcase.road.class"),
+    ("loadcase.road.f_max=600.0", "Nyquist"),
+    ("loadcase.tyre.rate=250.0", "loadcase.tyre.rate"),
+    ("loadcase.settle=4.5", "loadcase.settle"),
+    ("+sweep.parameters.t={target: bushing.stiffness, elements: 'tyre_*', bounds: [0.5, 2.0]}", "tyre"),
+])
+def test_bad_road_inputs_are_one_line(override, words, tmp_path, caplog):
+    from sweep import app
+    cfg = cfg_of(*ROAD, override, f"output.path={tmp_path / 'x.zarr'}")
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert app.main(cfg, progress=False) == 2
+    errors = [r.getMessage() for r in caplog.records if r.getMessage().startswith("error:")]
+    assert len(errors) == 1 and words in errors[0], errors
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_frf_road_input_static_end_equals_a_raised_road(tmp_path):
+    """The road transmissibility at 0.01 Hz equals the wheel centre's rise per
+    metre of road from two static equilibria (the road raised 1 mm under the
+    left tyre: its force k_t dz more at the wheel centre), in magnitude and
+    with zero phase; units m/m, its own variables."""
+    import jax
+    import jax.numpy as jnp
+    from omegaconf import OmegaConf
+    from scipy import optimize
+    from kernels import statics
+    from kernels.dynamics import q_fn
+    from sweep import app
+    from sweep.cube import complex_of
+    from sweep.model_builder import model_from_config
+    path = tmp_path / "frf.zarr"
+    cfg = cfg_of("model=toy_trailing_arm", "loadcase=frf", "loadcase.frequencies.n=4",
+                 "loadcase.frequencies.min=0.01", "+loadcase.tyre={rate: 250000.0, damping: 100.0}",
+                 "loadcase.inputs=[left_fz, left_road]", "sweep.progress=false", "cache.enabled=false",
+                 f"output.path={path}")
+    assert app.main(cfg, progress=False) == 0
+    ds = xr.open_zarr(path)
+    assert ds.wheel_centre_road_transmissibility_real.attrs["units"] == "m/m"
+    assert list(ds.road_input.values.astype(str)) == ["left_road"]
+    h = complex_of(ds, "wheel_centre_road_transmissibility").isel(variant=0, frequency=0).sel(
+        road_input="left_road", side="left", axis="z").values
+    mcfg = OmegaConf.to_container(cfg.model, resolve=True)
+    assert "tyres: {rate: 250000.0, damping: 100.0}" in ds.attrs["config"].replace("\n  ", " ") or \
+        "rate: 250000.0" in ds.attrs["config"]                            # the job put them on the model
+    mcfg["tyres"] = {"rate": 250000.0, "damping": 100.0}
+    model = model_from_config(mcfg)
+    u = np.zeros((2, 6))
+    u[:, 2] = 5000.0
+    r0 = jax.jit(statics.static_equilibrium)(model, jnp.asarray(u)).r
+    # the tyres at rest in that state, then the road 1 mm higher under the left
+    # tyre (its force k_t dz more at the wheel centre): the new rest state by
+    # scipy's root finder on the equations of motion at rest (not the kernels' Newton)
+    loaded = statics.tyres_at_rest(model, r0)
+    dz = 1e-3
+    u1 = jnp.asarray(u).at[0, 2].add(250000.0 * dz)
+    m = model.topology.n_bodies
+    q = jax.jit(lambda x: q_fn(loaded, x.reshape(m, 6), jnp.zeros((m, 6)), u1).reshape(-1))
+    sol = optimize.root(lambda x: np.asarray(q(jnp.asarray(x))), np.asarray(r0).reshape(-1), tol=1e-13)
+    assert sol.success
+    slot = int(model.topology.wheel_slots[0])
+    fd = float(sol.x.reshape(m, 6)[slot, 2] - r0[slot, 2]) / dz
+    assert abs(h) == pytest.approx(fd, rel=1e-3)
+    assert abs(np.angle(h)) < 1e-2
+    assert 0.5 < fd < 1.0                     # a tyre in series with the suspension
+
+
+def test_damage_equivalent_load_of_a_sine():
+    """N cycles of range 2A: DEL = 2A (N / n_eq)^(1/m) (closed form)."""
+    from sweep.kinds.rough_road import damage_equivalent_load
+    t = np.linspace(0.0, 50.0, 50 * 64 + 1)
+    x = 300.0 - 120.0 * np.cos(2 * np.pi * t)          # trough to trough: 50 whole cycles
+    for m in (3.0, 5.0):
+        assert damage_equivalent_load(x, m, 10.0) == pytest.approx(240.0 * (50 / 10.0) ** (1 / m), rel=1e-3)
+    assert damage_equivalent_load(np.full(10, 3.0), 5.0, 1.0) == 0.0
