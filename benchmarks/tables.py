@@ -86,6 +86,12 @@ def reruns_table(res):
     return reruns.table(res)
 
 
+def road_jobs_table(res):
+    """The road load cases on every shipped axle (benchmarks/road_jobs.py, road_jobs.json)."""
+    import road_jobs
+    return road_jobs.table(res)
+
+
 def generated_backend(results):
     """The generated backend against XLA, integration alone
     (benchmarks/generated_backend.py, generated_backend_<axle>.json)."""
@@ -178,6 +184,7 @@ BLOCKS = {
     "xla_flags": Block(xla_flags, ("xla_flags.json",), ("docs/performance.md",)),
     "nmse_step": Block(nmse_step, ("work_precision.json",), ("docs/validation.md",)),
     "nmse_pothole": Block(nmse_pothole, ("work_precision_pothole.json",), ("docs/validation.md",)),
+    "road_jobs": Block(road_jobs_table, ("road_jobs.json",), ("docs/load_cases.md",)),
 }
 
 
