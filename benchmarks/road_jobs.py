@@ -75,15 +75,15 @@ def commit():
 
 def table(result):
     """The markdown table of a results JSON (docs/load_cases.md; benchmarks/tables.py renders it)."""
-    rows = ["| axle | job | wall [s] | compile [s] | run [s] | status |", "|---|---|---|---|---|---|"]
+    rows = ["| axle | job | backend | wall [s] | compile [s] | run [s] | status |", "|---|---|---|---|---|---|---|"]
     for axle, cases in result["axles"].items():
         for case, r in cases.items():
-            rows.append(f"| {axle.replace('_', ' ')} | {case} | {r['wall_s']:.1f} | {r['compile_s']:.1f} | "
-                        f"{r['run_s']:.2f} | {r['status']} |")
+            rows.append(f"| {axle.replace('_', ' ')} | {case} | {r['backend']} | {r['wall_s']:.1f} | "
+                        f"{r['compile_s']:.1f} | {r['run_s']:.2f} | {r['status']} |")
     rows.append("")
     rows.append(f"(python benchmarks/road_jobs.py, {result['date']}, {result['machine']}, commit "
                 f"{result['commit']}; wall clock of whole `python -m sweep` processes from an empty JAX "
-                "cache, XLA; the rough road: ISO 8608 class C, 20 m/s, 8 s at h = 1 ms, every step written)")
+                "cache, the backend as `integrator.backend=auto` chose it; the rough road: ISO 8608 class C, 20 m/s, 8 s at h = 1 ms, every step written)")
     return "\n".join(rows)
 
 

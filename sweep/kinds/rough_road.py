@@ -132,15 +132,13 @@ class RoughRoad(TimeResponse):
 
     def prepare(self, cfg):
         """The model with the load case's tyres (``model.tyres`` unless the
-        model file sets them) on XLA unless ``integrator.backend`` says
-        otherwise (the generated C would fold every harmonic of the road)."""
+        model file sets them). The backend is the time response's choice
+        (``integrator.backend``: auto picks the generated C for large jobs)."""
         with open_dict(cfg):
             if cfg.model.get("tyres") is None:
                 cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
             else:
                 log.info("model.tyres is set in the model: loadcase.tyre is not used")
-            if cfg.integrator.get("backend") in (None, "auto"):
-                cfg.integrator.backend = "xla"
         return cfg
 
     def plan(self, cfg):
