@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 
 import numpy as np
 from omegaconf import OmegaConf, open_dict
@@ -46,12 +45,13 @@ from kernels import loads, road
 from sweep.kinds import time_response
 from sweep.kinds.time_response import TimeResponse
 from sweep.model_builder import TYRE, tyre_values
-from sweep.schema import LOADS, ConfigError, Float, Int, Map, Optional as Opt, Str, fail, fmt
+from sweep.schema import LOADS, Float, Int, Map, Optional as Opt, Str, fail, fmt
 
 log = logging.getLogger("sweep")
 
 NAME = "rough_road"
 FORCE_AXES = ("fx", "fy", "fz")
+STATISTICS_BLOCK = 64        # variants read at a time for the statistics
 
 
 def road_of(lc) -> tuple:
@@ -92,9 +92,8 @@ class RoughRoad(TimeResponse):
     def check(self, job):
         """The time-response checks, then the road's: a known class, f_min <
         f_max below the output's Nyquist frequency, the analysed time
-        (after ``settle``) at least two PSD windows long, coherence in [0, 1],
-        no sweep parameter on the tyres (their rate is also in the road's
-        force) and no hardpoint design."""
+        (after ``settle``) at least two PSD windows long, coherence in [0, 1]
+        (the tyres are no sweep target: :mod:`sweep.params`)."""
         super().check(job)
         lc = job.get("loadcase") or {}
         gd0, rd = road_of(lc)
@@ -120,15 +119,6 @@ class RoughRoad(TimeResponse):
                  "settle or a coarser resolution)")
         if lc.get("tyre") is not None:
             tyre_values(lc["tyre"], "loadcase.tyre")
-        for name, p in ((sw.get("parameters") or {}).items()):
-            if not isinstance(p, dict):
-                continue
-            if p.get("target") == "hardpoint":
-                raise ConfigError(f"sweep.parameters.{name}: target hardpoint is not available with "
-                                  "loadcase=rough_road yet (the road's design is built once)")
-            if TYRE in str(p.get("elements", "")) or TYRE in str(p.get("target", "")):
-                raise ConfigError(f"sweep.parameters.{name}: the tyres are not a sweep target here (their "
-                                  "rate is also in the road's force); change loadcase.tyre instead")
 
     def prepare(self, cfg):
         """The model with the load case's tyres (``model.tyres`` unless the
@@ -200,37 +190,50 @@ def statistics(ds, cfg, s):
     fz_in = base_fz + rate * z + damping * zdot                      # (nt, 2) wheel-centre input fz
     names = list(ds.bushing.values.astype(str))
     tyres = [names.index(f"{TYRE}_{side}") for side in ("left", "right")]
-    bf = ds.bushing_force.values                                     # (V, nt, nb, 6), on the first body (ground)
-    contact = fz_in[None] - bf[:, :, tyres, 2]                       # (V, nt, 2)
+    mounts = [m for m in ds.attrs.get("body_mounts", []) if m in names]
+    midx = [names.index(m) for m in mounts]
     codes = ds.status.values
     ok = np.isin(codes, status.VALUES_KEPT)
     sel = t >= t0 + float(lc.get("settle", 0.0)) - 1e-12
     fs = 1.0 / float(t[1] - t[0])
     nper = int(round(fs / float(lc.get("resolution", 0.5))))
     f_max = float(lc["road"]["f_max"])
+    m_exp = float(lc.get("woehler_exponent", 5.0))
+    n_eq = float(t1 - t0 - float(lc.get("settle", 0.0)))
 
     def welch(x):
         f, p = signal.welch(x[..., sel, :], fs=fs, nperseg=nper, axis=-2, detrend="constant")
         keep = (f > 0) & (f <= f_max)
         return f[keep], p[..., keep, :]
-    mounts = [m for m in ds.attrs.get("body_mounts", []) if m in names]
-    midx = [names.index(m) for m in mounts]
-    wcz = ds.wheel_centre_displacement.values[..., 2]                # (V, nt, 2)
-    mforce = bf[:, :, midx, :3]                                      # (V, nt, nm, 3)
-    f, p_wcz = welch(wcz)
-    _, p_contact = welch(contact)
-    _, p_mount = welch(mforce.reshape(*mforce.shape[:2], -1))
-    p_mount = p_mount.reshape(p_mount.shape[0], len(f), len(midx), 3)
-    _, p_road = welch(z[None])
-    m_exp = float(lc.get("woehler_exponent", 5.0))
-    n_eq = float(t1 - t0 - float(lc.get("settle", 0.0)))
-    dels = np.full((len(codes), len(midx), 3), np.nan)
-    for v in np.nonzero(ok)[0]:
-        for j in range(len(midx)):
-            for a in range(3):
-                dels[v, j, a] = damage_equivalent_load(mforce[v, sel, j, a], m_exp, n_eq)
+
+    def rms(x):
+        return np.sqrt(np.mean((x[:, sel] - x[:, sel].mean(axis=1, keepdims=True)) ** 2, axis=1))
+    f, p_road = welch(z[None])
+    parts = {k: [] for k in ("contact", "p_wcz", "p_contact", "p_mount", "r_wcz", "r_contact", "r_mount", "dels")}
+    # blocks of variants: only the tyres' and mounts' forces are read (a cube of
+    # thousands of variants does not fit in memory at once)
+    for v0 in range(0, len(codes), STATISTICS_BLOCK):
+        vs = slice(v0, min(v0 + STATISTICS_BLOCK, len(codes)))
+        bf = ds.bushing_force.isel(variant=vs, bushing=tyres + midx).values   # (B, nt, 2 + nm, 6) on the ground
+        contact = fz_in[None] - bf[:, :, :2, 2]                          # (B, nt, 2)
+        wcz = ds.wheel_centre_displacement.isel(variant=vs).values[..., 2]   # (B, nt, 2)
+        mforce = bf[:, :, 2:, :3]                                        # (B, nt, nm, 3)
+        p_mount = welch(mforce.reshape(*mforce.shape[:2], -1))[1]
+        dels = np.full((len(contact), len(midx), 3), np.nan)
+        for i, v in enumerate(range(vs.start, vs.stop)):
+            if ok[v]:
+                for j in range(len(midx)):
+                    for a in range(3):
+                        dels[i, j, a] = damage_equivalent_load(mforce[i, sel, j, a], m_exp, n_eq)
+        for key, val in (("contact", contact), ("p_wcz", welch(wcz)[1]), ("p_contact", welch(contact)[1]),
+                         ("p_mount", p_mount.reshape(len(contact), len(f), len(midx), 3)),
+                         ("r_wcz", rms(wcz)), ("r_contact", rms(contact)), ("r_mount", rms(mforce)),
+                         ("dels", dels)):
+            parts[key].append(val)
+    contact, p_wcz, p_contact, p_mount, r_wcz, r_contact, r_mount, dels = (
+        np.concatenate(parts[k]) for k in ("contact", "p_wcz", "p_contact", "p_mount", "r_wcz", "r_contact",
+                                           "r_mount", "dels"))
     lift = np.where(ok[:, None], np.any(contact[:, sel] < 0.0, axis=1), False)
-    rms = lambda x: np.sqrt(np.mean((x[:, sel] - x[:, sel].mean(axis=1, keepdims=True)) ** 2, axis=1))  # noqa: E731
     side_dims = ("variant", "side")
     out = xr.Dataset(
         {
@@ -251,9 +254,9 @@ def statistics(ds, cfg, s):
                                                               float(lc["road"]["speed"]),
                                                               float(lc["road"].get("waviness", 2.0))),
                                 {"units": "m2 Hz-1", "long_name": "ISO 8608 PSD of the road at the speed"}),
-            "rms_wheel_centre_z": (side_dims, rms(wcz), {"units": "m"}),
-            "rms_tyre_contact_force": (side_dims, rms(contact), {"units": "N"}),
-            "rms_mount_force": (("variant", "mount", "force_axis"), rms(mforce), {"units": "N"}),
+            "rms_wheel_centre_z": (side_dims, r_wcz, {"units": "m"}),
+            "rms_tyre_contact_force": (side_dims, r_contact, {"units": "N"}),
+            "rms_mount_force": (("variant", "mount", "force_axis"), r_mount, {"units": "N"}),
             "damage_equivalent_load": (("variant", "mount", "force_axis"), dels,
                                        {"units": "N", "woehler_exponent": m_exp, "equivalent_cycles": n_eq,
                                         "long_name": "1 Hz damage-equivalent load range (rainflow, Miner)"}),
@@ -267,7 +270,7 @@ def statistics(ds, cfg, s):
              f"{len(prof.omega)} harmonics {lc['road']['f_min']}-{lc['road']['f_max']} Hz, coherence "
              f"{lc['road'].get('coherence', 0.0)}; tyre {rate:.4g} N/m, {damping:.4g} N s/m")
     if ok.any():
-        rc = rms(contact)[ok]
+        rc = r_contact[ok]
         log.info("tyre contact force RMS (left, median over ok variants): "
                  f"{np.median(rc[:, 0]):.1f} N; body-mount DEL fz (median, m = {m_exp:g}): "
                  + ", ".join(f"{m} {np.nanmedian(dels[ok, j, 2]):.1f} N" for j, m in enumerate(mounts[:4]))
