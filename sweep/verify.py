@@ -26,7 +26,7 @@ def _channels(path):
     import xarray as xr
     with xr.open_zarr(path) as ds:
         kind = kinds().get(ds.attrs.get("cube_kind", "time_response"))
-    return kind.channels if kind is not None else None
+        return kind.cube_channels(ds) if kind is not None else None
 
 
 def verify(path):

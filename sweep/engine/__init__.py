@@ -25,7 +25,7 @@ def run(kind, cfg, cfg_yaml, progress=None):
         plan = kind.plan(cfg)
         spec = layout.store_spec(plan)
         from sweep.cube import CF_CONVENTIONS      # every kind's cube, a plug-in kind's too
-        attrs = {"Conventions": CF_CONVENTIONS, **kind.attrs(plan, cfg_yaml), "cube_kind": kind.name}
+        attrs = {"Conventions": CF_CONVENTIONS, **kind.attrs(plan, cfg_yaml), "cube_kind": kind.cube_kind or kind.name}
         identity = layout.job_identity(cfg, drop=kind.drop, unused=kind.unused)
         path, store, _, todo, plan = stream.open_store(ctx, cfg, plan, spec, attrs, identity)
         n, C = len(plan.X), plan.chunk

@@ -89,6 +89,13 @@ class JobKind:
     loadcase: Map = Map()
     drop: tuple = ()          # config sections the kind does not use (not part of its identity)
     unused: tuple = ()        # sweep keys the kind does not use (e.g. start, every without a time axis)
+    cube_kind: str = ""       # the cube's ``cube_kind`` (its public schema); "" = the kind's name
+
+    def cube_channels(self, ds) -> tuple:
+        """The channel table a finished cube of this kind holds (what
+        ``sweep.verify`` checks it against): :attr:`channels`, unless the
+        plan's table depends on the load case."""
+        return self.channels
 
     def check(self, job: dict) -> None:
         """Semantic checks of the plain job config (after the type checks of

@@ -310,7 +310,7 @@ def report(ds, cfg, s):
             log.info(f"variant {v}: {inp} -> wheel centre {axis}: peak {mag[k] * 1e6:.4g} mm/kN at "
                      f"{float(ds.frequency[k]):.3g} Hz (static {mag[0] * 1e6:.4g} mm/kN)")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
-    cube_schema.warn(ds, channels_of(ds.sizes.get("input", 0), ds.sizes.get("road_input", 0)))
+    cube_schema.warn(ds, KIND.cube_channels(ds))
     from sweep.plots import bode_figure, draw_beside
     draw_beside(ds, s, bode_figure, "Bode figure", log)
 
@@ -323,6 +323,10 @@ class FrequencyResponse(JobKind):
                     "tolerance": Float(gt=0, unit="N")})
     unused = ("start", "every")     # no time axis
     drop = ("integrator",)          # no time integration
+
+    def cube_channels(self, ds):
+        """Force inputs' and road inputs' channels as the cube has them."""
+        return channels_of(ds.sizes.get("input", 0), ds.sizes.get("road_input", 0))
 
     def prepare(self, cfg):
         """``loadcase.tyre`` puts tyres on the model (``model.tyres``, unless

@@ -76,6 +76,7 @@ def profile_of(lc, t0, t1) -> road.RoadProfile:
 
 class RoughRoad(TimeResponse):
     name = NAME
+    cube_kind = time_response.NAME      # a time-response cube (its public schema) with the road's variables
     loadcase = Map({
         "name": Str(), "kind": Str(), "description": Str(),
         "t_start": Float(unit="s"), "t_end": Float(unit="s"), "wheel_loads": LOADS,
@@ -120,6 +121,11 @@ class RoughRoad(TimeResponse):
         if lc.get("tyre") is not None:
             tyre_values(lc["tyre"], "loadcase.tyre")
 
+    def kept_bushings(self, model):
+        """The tyres and the body mounts: the statistics read their forces."""
+        from kernels.names import TYRE_BUSHINGS
+        return list(TYRE_BUSHINGS) + body_mounts(model.topology)
+
     def prepare(self, cfg):
         """The model with the load case's tyres (``model.tyres`` unless the
         model file sets them). The backend is the time response's choice
@@ -142,7 +148,7 @@ class RoughRoad(TimeResponse):
         return dataclasses.replace(plan, case=case)
 
     def attrs(self, plan, cfg_yaml):
-        return {**super().attrs(plan, cfg_yaml), "body_mounts": body_mounts(plan.model.topology),
+        return {**super().attrs(plan, cfg_yaml), "job_kind": NAME, "body_mounts": body_mounts(plan.model.topology),
                 "road_harmonics": int(plan.case.exc.h_omega.shape[0])}
 
     def report(self, ds, cfg, s):
@@ -173,12 +179,31 @@ def damage_equivalent_load(x, m, n_eq):
     return float((np.sum(cyc[:, 1] * cyc[:, 0] ** m) / n_eq) ** (1.0 / m))
 
 
+def write_beside(out, path):
+    """Add the variables of ``out`` to the cube at ``path`` (replacing them on
+    a rerun) and keep the cube's group attributes as they were (xarray's
+    append rewrites them: the ``coordinates`` list among them), then
+    consolidate the metadata again (what xarray reads and the store's
+    checks compare with the per-array files)."""
+    import zarr
+    raw = zarr.open_group(path, mode="r").attrs.asdict()
+    out.attrs = {}
+    out.to_zarr(path, mode="a", consolidated=False)
+    g = zarr.open_group(path, mode="r+")
+    g.attrs.put(raw)
+    zarr.consolidate_metadata(path, zarr_format=2)
+
+
 def statistics(ds, cfg, s):
     """The road's variables of the module doc, added to the cube (rewritten
     on a rerun), the log lines and the figure."""
     import xarray as xr
     from scipy import signal
     from sweep import status
+    if not bool(np.all(ds.chunk_done.values)):      # another shard still writes: the last one computes them
+        log.info("road statistics: the cube is not complete yet (another shard's chunks); they are added "
+                 "by the run that completes it")
+        return
     lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
     t = ds.time.values
     t0, t1 = float(t[0]), float(t[-1])
@@ -218,7 +243,8 @@ def statistics(ds, cfg, s):
         contact = fz_in[None] - bf[:, :, :2, 2]                          # (B, nt, 2)
         wcz = ds.wheel_centre_displacement.isel(variant=vs).values[..., 2]   # (B, nt, 2)
         mforce = bf[:, :, 2:, :3]                                        # (B, nt, nm, 3)
-        p_mount = welch(mforce.reshape(*mforce.shape[:2], -1))[1]
+        p_mount = (welch(mforce.reshape(*mforce.shape[:2], -1))[1] if len(midx)
+                   else np.zeros((len(contact), len(f), 0)))
         dels = np.full((len(contact), len(midx), 3), np.nan)
         for i, v in enumerate(range(vs.start, vs.stop)):
             if ok[v]:
@@ -227,7 +253,8 @@ def statistics(ds, cfg, s):
                         dels[i, j, a] = damage_equivalent_load(mforce[i, sel, j, a], m_exp, n_eq)
         for key, val in (("contact", contact), ("p_wcz", welch(wcz)[1]), ("p_contact", welch(contact)[1]),
                          ("p_mount", p_mount.reshape(len(contact), len(f), len(midx), 3)),
-                         ("r_wcz", rms(wcz)), ("r_contact", rms(contact)), ("r_mount", rms(mforce)),
+                         ("r_wcz", rms(wcz)), ("r_contact", rms(contact)),
+                         ("r_mount", rms(mforce) if len(midx) else np.zeros((len(contact), 0, 3))),
                          ("dels", dels)):
             parts[key].append(val)
     contact, p_wcz, p_contact, p_mount, r_wcz, r_contact, r_mount, dels = (
@@ -240,20 +267,21 @@ def statistics(ds, cfg, s):
             "road_height": (("time", "side"), z, {"units": "m", "long_name": "road height under each wheel"}),
             "tyre_contact_force": (("variant", "time", "side"), contact,
                                    {"units": "N", "long_name": "vertical road contact force on the wheel"}),
-            "tyre_lift_off": (side_dims, lift, {"long_name": "contact force below zero after settle "
-                                                             "(values past it are not physical)"}),
+            "tyre_lift_off": (side_dims, lift.astype(np.int8),
+                              {"long_name": "contact force below zero after settle (values past it are not "
+                                            "physical)", "flag_values": [0, 1], "flag_meanings": "in_contact lift_off"}),
             "psd_wheel_centre_z": (("variant", "frequency", "side"), p_wcz,
-                                   {"units": "m2 Hz-1", "long_name": "PSD of the wheel-centre vertical displacement"}),
+                                   {"units": "m^2/Hz", "long_name": "PSD of the wheel-centre vertical displacement"}),
             "psd_tyre_contact_force": (("variant", "frequency", "side"), p_contact,
-                                       {"units": "N2 Hz-1", "long_name": "PSD of the tyre contact force"}),
+                                       {"units": "N^2/Hz", "long_name": "PSD of the tyre contact force"}),
             "psd_mount_force": (("variant", "frequency", "mount", "force_axis"), p_mount,
-                                {"units": "N2 Hz-1", "long_name": "PSD of the body-mount force on the chassis"}),
-            "psd_road": (("frequency", "side"), p_road[0], {"units": "m2 Hz-1",
+                                {"units": "N^2/Hz", "long_name": "PSD of the body-mount force on the chassis"}),
+            "psd_road": (("frequency", "side"), p_road[0], {"units": "m^2/Hz",
                                                            "long_name": "PSD of the road height (Welch)"}),
             "psd_road_target": (("frequency",), road.time_psd(f, road_of(lc)[0],
                                                               float(lc["road"]["speed"]),
                                                               float(lc["road"].get("waviness", 2.0))),
-                                {"units": "m2 Hz-1", "long_name": "ISO 8608 PSD of the road at the speed"}),
+                                {"units": "m^2/Hz", "long_name": "ISO 8608 PSD of the road at the speed"}),
             "rms_wheel_centre_z": (side_dims, r_wcz, {"units": "m"}),
             "rms_tyre_contact_force": (side_dims, r_contact, {"units": "N"}),
             "rms_mount_force": (("variant", "mount", "force_axis"), r_mount, {"units": "N"}),
@@ -261,10 +289,12 @@ def statistics(ds, cfg, s):
                                        {"units": "N", "woehler_exponent": m_exp, "equivalent_cycles": n_eq,
                                         "long_name": "1 Hz damage-equivalent load range (rainflow, Miner)"}),
         },
-        coords={"frequency": ("frequency", f, {"units": "Hz"}), "mount": ("mount", np.array(mounts, dtype=str)),
-                "force_axis": ("force_axis", np.array(FORCE_AXES))})
-    out.attrs = dict(ds.attrs)        # mode "a" rewrites the group's attributes: keep the cube's
-    out.to_zarr(s["path"], mode="a")
+        coords={"frequency": ("frequency", f, {"units": "Hz", "long_name": "frequency of the PSDs"}),
+                "mount": ("mount", np.array(mounts, dtype=str),
+                          {"long_name": "body mount: a bushing between a body and the chassis"}),
+                "force_axis": ("force_axis", np.array(FORCE_AXES),
+                               {"long_name": "force component, vehicle frame"})})
+    write_beside(out, s["path"])
     n_lift = int(lift.any(axis=1).sum())
     log.info(f"road: ISO 8608 Gd(n0) = {road_of(lc)[0]:.3g} m^3 at {lc['road']['speed']} m/s, "
              f"{len(prof.omega)} harmonics {lc['road']['f_min']}-{lc['road']['f_max']} Hz, coherence "

@@ -313,6 +313,11 @@ class TimeResponse(JobKind):
         "nmse_window": List(Float(unit="s"), length=2),
     }, strict=True)
 
+    def kept_bushings(self, model) -> list:
+        """Bushings the cube always holds, whatever ``output.bushings`` selects
+        (besides the reference bushings): none here."""
+        return []
+
     def check(self, job):
         """The integrator is known, dt divides the run and the output thinning
         divides the steps, with the key that set each (``sweep.start`` /
@@ -357,7 +362,8 @@ class TimeResponse(JobKind):
         solver = str(integ.get("solver", "block"))
         names = model.topology.bushing_names
         refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
-        bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs))
+        bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs)
+                      | {names.index(n) for n in self.kept_bushings(model)})
         shapes = channel_shapes(model, bidx)
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one

@@ -41,6 +41,7 @@ def test_rough_road_cube(road_cube):
     cfg, path = road_cube
     ds = xr.open_zarr(path)
     assert list(cube_schema.problems(ds)) == []
+    assert ds.attrs["cube_kind"] == "time_response" and ds.attrs["job_kind"] == "rough_road"
     assert list(ds.status.values) == [0, 0, 0]
     assert {"tyre_left", "tyre_right"} <= set(ds.bushing.values.astype(str))
     assert set(ds.mount.values.astype(str)) == {"pivot_front_left", "rear_mount_left", "pivot_front_right",
@@ -49,6 +50,14 @@ def test_rough_road_cube(road_cube):
     sel = t >= 1.0
     contact = ds.tyre_contact_force.values[:, sel]
     np.testing.assert_allclose(contact.mean(axis=1), 5000.0, rtol=0.01)
+    # the tyre law itself: static load + k_t (road - wheel) + c_t (their rates), the
+    # wheel's rate by central differences of the cube's displacement
+    z_road = ds.road_height.values
+    wcz = ds.wheel_centre_displacement.values[..., 2]
+    dt = float(t[1] - t[0])
+    law = 5000.0 + 250e3 * (z_road[None] - wcz) + 100.0 * (np.gradient(z_road, dt, axis=0)[None]
+                                                           - np.gradient(wcz, dt, axis=1))
+    np.testing.assert_allclose(ds.tyre_contact_force.values[:, 2:-2], law[:, 2:-2], atol=2.0)
     rms = contact.std(axis=1)
     np.testing.assert_allclose(ds.rms_tyre_contact_force.values, rms, rtol=1e-9)
     assert (rms > 100).all() and len(np.unique(np.round(rms[:, 0], 3))) == 3      # the variants differ
@@ -78,14 +87,19 @@ def test_generated_backend_equals_xla(road_cube, tmp_path):
 
 def test_rerun_keeps_the_cube_and_its_statistics(road_cube, caplog):
     """A rerun with nothing to do rewrites the statistics and keeps the
-    cube's attributes (the public schema still holds)."""
+    cube's attributes and coordinates (the public schema still holds, the
+    store verifies)."""
     from sweep import app, cube_schema
+    from sweep.verify import verify
     cfg, path = road_cube
     with caplog.at_level(logging.INFO, logger="sweep"):
         assert app.main(cfg, progress=False) == 0
     ds = xr.open_zarr(path)
     assert list(cube_schema.problems(ds)) == []
     assert "damage_equivalent_load" in ds and "nothing to run" in caplog.text
+    assert {"chunk_done", "component_units", "frequency", "mount"} <= set(ds.coords)
+    problems, ok = verify(str(path))
+    assert problems == [] and "complete" in ok
 
 
 def test_a_rough_road_lifts_a_wheel(tmp_path, caplog):
