@@ -112,12 +112,14 @@ class RoughRoad(TimeResponse):
             fail("loadcase.road.f_max", rd["f_max"], f"must be below the output's Nyquist frequency "
                  f"{fmt(nyquist)} Hz (1 / (2 integrator.dt output.every))")
         t0 = sw["start"] if sw.get("start") is not None else lc.get("t_start", 0.0)
+        t0_key = "sweep.start" if sw.get("start") is not None else "loadcase.t_start"
         analysed = float(lc["t_end"]) - float(t0) - float(lc.get("settle", 0.0))
         window = 1.0 / float(lc.get("resolution", 0.5))
         if analysed < 2 * window:
-            fail("loadcase.settle", lc.get("settle"), f"leaves {fmt(analysed)} s to analyse: at least two PSD "
-                 f"windows of 1 / loadcase.resolution = {fmt(window)} s are needed (a longer run, a shorter "
-                 "settle or a coarser resolution)")
+            fail("loadcase.settle", lc.get("settle"), f"leaves {analysed:.4g} s to analyse from {t0_key} = "
+                 f"{fmt(float(t0))} s to loadcase.t_end = {fmt(float(lc['t_end']))} s: at least two PSD windows "
+                 f"of 1 / loadcase.resolution = {fmt(window)} s are needed (a longer run, a shorter settle, a "
+                 "coarser resolution" + (", or sweep.start=null" if sw.get("start") is not None else "") + ")")
         if lc.get("tyre") is not None:
             tyre_values(lc["tyre"], "loadcase.tyre")
 
