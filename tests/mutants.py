@@ -406,6 +406,27 @@ MUTANTS = [
            [("sweep/codegen/emit.py", "                out[t] = self.bin(op, out[t], us[u], kind)",
              "                out[t] = us[u] if op == \"add\" else self.bin(op, out[t], us[u], kind)")],
            [CODEGEN_SMALL, CODEGEN_TOY]),
+    # ------------------------------------------------------------ the road and the tyre (kernels/road.py)
+    Mutant("road_amplitude_without_two", "road synthesis: harmonic amplitudes sqrt(G df) instead of "
+           "sqrt(2 G df) (half the target PSD)",
+           [("kernels/road.py", "a = np.sqrt(2.0 * time_psd(f, gd0, speed, waviness) * df)",
+             "a = np.sqrt(time_psd(f, gd0, speed, waviness) * df)")],
+           ["tests/kernels/test_road.py::test_profile_matches_its_target_psd"]),
+    Mutant("tyre_damping_term_sign", "tyre force input: the road's damping term with the wrong sign",
+           [("kernels/road.py", "cos[:, :, 2] = rate * road.cos + damping * w * road.sin",
+             "cos[:, :, 2] = rate * road.cos - damping * w * road.sin")],
+           ["tests/kernels/test_road.py::test_tyre_force_input_and_its_rate"]),
+    Mutant("harmonic_rate_sign", "harmonic input: the rate of its cosine part with the wrong sign",
+           [("kernels/loads.py", "            - jnp.einsum(\"k,kij->ij\", exc.h_omega * jnp.sin(wt), exc.h_cos))",
+             "            + jnp.einsum(\"k,kij->ij\", exc.h_omega * jnp.sin(wt), exc.h_cos))")],
+           ["tests/kernels/test_road.py::test_tyre_force_input_and_its_rate",
+            "tests/kernels/test_methods.py::test_a_harmonic_input_keeps_the_order"]),
+    Mutant("tyres_loaded_in_statics", "statics: the tyres as built carry static load (their rest "
+           "position at the design wheel centre, not the static state)",
+           [("kernels/statics.py", "    model = unloaded_tyres(model)\n    r0 = model.r_design if r_start is None "
+             "else r_start\n    model_c, u_c, r0 =",
+             "    r0 = model.r_design if r_start is None else r_start\n    model_c, u_c, r0 =")],
+           ["tests/kernels/test_road.py::test_tyres_carry_no_static_load_of_their_own"]),
     # ------------------------------------------------------------ the result cube (sweep/engine)
     Mutant("cube_param_order", "cube: each chunk's parameter values recorded in reverse order "
            "(its results in order): every sensitivity read from the wrong variant",

@@ -266,3 +266,39 @@ def test_a_concrete_load_case_on_the_step_grid_traces_no_split():
     assert "cond[" not in jaxpr("step_on_grid")
     assert "cond[" in jaxpr("step_off_grid")
     assert "cond[" in jaxpr("step_on_grid", t0=0.0003)          # the same load case off the grid of t0
+
+
+@pytest.mark.parametrize("name", ["lsrt2", "ros34pw2"])
+def test_a_harmonic_input_keeps_the_order(name):
+    """kernels.loads harmonics (a road's force, smooth, no events): every
+    stage sees the harmonic at its own time and the input-rate term takes
+    its derivative at the step's start, so each method keeps its order.
+    Oracle:
+    the exact solution of the linear problem, its harmonic steady state plus
+    the free response (matrix exponential)."""
+    from scipy.linalg import expm
+    from kernels import loads
+    w = np.array([7.0, 19.0])
+    cos = np.zeros((2, 2, 6))
+    sin = np.zeros((2, 2, 6))
+    cos[:, 0, :2] = [[1.5, -0.7], [0.4, 0.9]]
+    sin[:, 0, :2] = [[0.3, 1.1], [-0.8, 0.2]]
+    exc = loads.with_harmonics(loads.excitation(np.zeros((2, 6))), w, cos, sin)
+    base = linear_system(OMEGA, CDAMP, BU, lambda t: loads.u_at(exc, t).reshape(-1)[:2])
+    sysm = base._replace(u_one_sided=lambda t, ref: loads.u_one_sided(exc, t, ref).reshape(-1)[:2],
+                         du_one_sided=lambda ref, t=None: loads.du_one_sided(exc, ref, t).reshape(-1)[:2],
+                         events=lambda: loads.event_times(exc))
+    A = np.block([[np.zeros((6, 6)), np.eye(6)], [-OMEGA, -CDAMP]])
+    Bf = np.vstack([np.zeros((6, 2)), BU])
+    T = 1.2
+
+    def particular(t):                # sum over harmonics of Re(Y e^{i w t}), (i w - A) Y = B (C - i S)
+        y = np.zeros(12)
+        for k in range(len(w)):
+            Y = np.linalg.solve(1j * w[k] * np.eye(12) - A, Bf @ (cos[k, 0, :2] - 1j * sin[k, 0, :2]))
+            y += np.real(Y * np.exp(1j * w[k] * t))
+        return y
+    exact = particular(T) + expm(A * T) @ (Y0 - particular(0.0))
+    errs = [np.linalg.norm(y - exact) for y in _at_T(METHODS[name], sysm, Y0, (0.04, 0.02, 0.01, 0.005), T)]
+    orders = np.log2(np.array(errs[:-1]) / np.array(errs[1:]))
+    assert np.all(orders[1:] > ORDER[name] - 0.2), (errs, orders)

@@ -164,3 +164,32 @@ def test_rough_road_psd_equals_frf_squared_times_road_psd():
     axle's linear laws make it linear). The double wishbone:
     tests/kernels/test_road_axle.py."""
     assert_agrees(psd_ratio("toy_trailing_arm"))
+
+
+def test_tyres_carry_no_static_load_of_their_own():
+    """With tyres, the static state under the wheel loads is the one without
+    them (to 1e-9 m, rad), and in that state the tyres at rest
+    (:func:`kernels.statics.tyres_at_rest`) exert no force: their offsets
+    are their deflections there, while the tyres as built (at the design
+    wheel centres) would pull k_t x the wheel's static travel."""
+    import jax
+    import jax.numpy as jnp
+    from kernels import metrics, statics
+    from sweep.model_builder import load_model_file, model_from_config
+    cfg = load_model_file("configs/model/toy_trailing_arm.yaml")
+    plain = model_from_config(cfg)
+    cfg["tyres"] = {"rate": 250e3, "damping": 100.0}
+    tyred = model_from_config(cfg)
+    u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
+    eq = jax.jit(lambda m: statics.static_equilibrium(m, u, tol=1e-9).r)
+    r0, r1 = eq(plain), eq(tyred)
+    np.testing.assert_allclose(r1, r0, atol=1e-9)
+    rows = list(statics.tyre_rows(tyred.topology))
+    zero = jnp.zeros_like(r1)
+    at_rest = metrics.bushing_forces(statics.tyres_at_rest(tyred, r1), r1, zero)[jnp.asarray(rows)]
+    as_built = metrics.bushing_forces(tyred, r1, zero)[jnp.asarray(rows)]
+    np.testing.assert_allclose(at_rest, 0.0, atol=1e-6)
+    slot = int(tyred.topology.wheel_slots[0])
+    travel = float(r1[slot, 2] - tyred.r_design[slot, 2])
+    assert abs(travel) > 1e-3                      # the toy axle does not sit at design height at 5 kN
+    assert float(as_built[0, 2]) == pytest.approx(250e3 * travel, rel=1e-3)
