@@ -76,12 +76,13 @@ class System(NamedTuple):
     friction; :func:`simulate`, "State events"): the system carries a
     discrete state z (a pytree of arrays: the mode of every switching law
     and what it remembers, e.g. a stick anchor) with which its right-hand
-    side is smooth. ``event_state0(r, v) -> z`` is the mode that fits a
-    state; ``event_roots(r, v, z) -> phi`` (n_roots,) the root functions,
+    side is smooth. ``event_state0(r, v, t) -> z`` is the mode that fits a
+    state at time t; ``event_roots(r, v, z, t) -> phi`` (n_roots,) the root functions,
     signed so that phi < 0 while the mode z fits and phi > 0 once it does
     not (a contact closed, a sliding velocity reversed); ``event_switch(r, v,
-    z, fired) -> z`` the discrete state after the roots marked in ``fired``
-    (bool, (n_roots,)) have crossed; ``bind(z) -> System`` the system whose
+    z, fired, t) -> z`` the discrete state after the roots marked in ``fired``
+    (bool, (n_roots,)) have crossed (t: the time of every state; a law
+    whose root reads the input - a tyre's contact force - needs it); ``bind(z) -> System`` the system whose
     ``q`` and ``linearise`` use the laws of mode z (everything else the
     same). All four None: no state events."""
     linearise: Callable
@@ -433,8 +434,8 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
         r, v, emax = advance(sysz, r, v, emax, t, t + h)
         return r, v, lin, fac, emax
 
-    def phi_max(r, v, z):
-        return jnp.max(system.event_roots(r, v, z))
+    def phi_max(r, v, z, t):
+        return jnp.max(system.event_roots(r, v, z, t))
 
     def state_events(r, v, z, emax, t, r1, v1, n_ev):
         """Locate and switch the state events of the step [t, t + h] whose
@@ -447,12 +448,12 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
         if fused:
             r1, v1, f1 = r, v, jnp.ones((), r.dtype)
         else:
-            f1 = phi_max(r1, v1, z)
+            f1 = phi_max(r1, v1, z, tb)
         # loop state: start of the rest of the step (ta, ra, va, z), the
         # bracket [lo, hi] of the earliest crossing from ta (f(lo) <= 0 < f(hi),
         # the state at hi), the Illinois side memory, done flag, counters;
         # ``first``: the next iteration is the whole step (fused)
-        init = dict(ta=t, ra=r, va=v, z=z, lo=t, hi=tb, flo=phi_max(r, v, z), fhi=f1,
+        init = dict(ta=t, ra=r, va=v, z=z, lo=t, hi=tb, flo=phi_max(r, v, z, t), fhi=f1,
                     rhi=r1, vhi=v1, side=jnp.zeros((), jnp.int32), done=~(f1 > 0),
                     it=jnp.zeros((), jnp.int32), n=n_ev, emax=emax,
                     first=jnp.asarray(fused))
@@ -466,8 +467,8 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
             located = first | switch_now
             # located: switch at hi and integrate the rest of the step with the
             # new mode (first: the whole step with the mode as it is)
-            fired = system.event_roots(s["rhi"], s["vhi"], s["z"]) > 0
-            z_new = system.event_switch(s["rhi"], s["vhi"], s["z"], fired)
+            fired = system.event_roots(s["rhi"], s["vhi"], s["z"], s["hi"]) > 0
+            z_new = system.event_switch(s["rhi"], s["vhi"], s["z"], fired, s["hi"])
             z_use = jax.tree_util.tree_map(lambda a, b: jnp.where(switch_now, a, b), z_new, s["z"])
             ta = jnp.where(switch_now, s["hi"], s["ta"])
             ra = jnp.where(switch_now, s["rhi"], s["ra"])
@@ -483,10 +484,10 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
             tau = jnp.where(w <= 4 * EVENT_TOL, 0.5 * (lo + hi), tau)
             target = jnp.where(located, tb, tau)
             r_t, v_t, emax = advance(bound(z_use), ra, va, s["emax"], ta, target)
-            f_t = phi_max(r_t, v_t, z_use)
+            f_t = phi_max(r_t, v_t, z_use, target)
             # bookkeeping after a switch: a new bracket [ta, tb] or done
             after = dict(ta=ta, ra=ra, va=va, z=z_use, lo=ta, hi=tb,
-                         flo=phi_max(ra, va, z_use), fhi=f_t, rhi=r_t, vhi=v_t,
+                         flo=phi_max(ra, va, z_use, ta), fhi=f_t, rhi=r_t, vhi=v_t,
                          side=jnp.zeros((), jnp.int32), done=~(f_t > 0), first=jnp.zeros((), bool))
             # bookkeeping of a trial: shrink the bracket (Illinois: halve the
             # kept end's value when the same end is kept twice)
@@ -544,7 +545,7 @@ def simulate(method: RosenbrockTableau, system: System, r0, v0, t0, h, n_samples
         t = t0 + (i + 1) * every * h
         return carry, output_fn(carry[0], carry[1], t)
 
-    z0 = system.event_state0(r0, v0) if stateful else jnp.zeros((), r0.dtype)
+    z0 = system.event_state0(r0, v0, t0) if stateful else jnp.zeros((), r0.dtype)
     lin0, fac0, _ = relin(bound(z0), r0, v0, t0, h)
     carry0 = (r0, v0, lin0, fac0, jnp.zeros((), r0.dtype), z0, jnp.zeros((), jnp.int32),
               jnp.zeros((), bool))

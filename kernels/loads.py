@@ -53,6 +53,14 @@ def with_harmonics(exc: Excitation, omega, cos, sin) -> Excitation:
                         h_sin=jnp.asarray(sin, jnp.float64).reshape(-1, 2, 6))
 
 
+def scaled_by_side(exc: Excitation, scale) -> Excitation:
+    """``exc`` with each side's loads times ``scale`` (2,) (0: a wheel off the road)."""
+    s2 = scale[:, None]
+    return exc._replace(base=exc.base * s2, amplitudes=exc.amplitudes * s2[None],
+                        h_cos=None if exc.h_cos is None else exc.h_cos * s2[None],
+                        h_sin=None if exc.h_sin is None else exc.h_sin * s2[None])
+
+
 def without_harmonics(exc: Excitation) -> Excitation:
     """``exc`` without its harmonics."""
     return exc._replace(h_omega=None, h_cos=None, h_sin=None)

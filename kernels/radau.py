@@ -97,7 +97,7 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
 
     ``state_events = (roots, switch, z)``: the discrete state z of the
     switching laws (:class:`kernels.integrate.System`): ``fn(t, y, z)``,
-    ``jn(t, y, z)``, ``roots(y, z) -> (n_roots,)``, ``switch(y, z, fired)
+    ``jn(t, y, z)``, ``roots(y, z, t) -> (n_roots,)``, ``switch(y, z, fired, t)
     -> z``; every root is a terminal scipy event (a crossing from < 0 to
     > 0), after which the integration restarts at the located time with
     the switched z."""
@@ -125,16 +125,16 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
                 roots, switch = state_events[:2]
                 cache = {}
 
-                def root_values(y_, z_=z):
-                    key = y_.tobytes()
+                def root_values(t_, y_, z_=z):
+                    key = (float(t_), y_.tobytes())
                     if key not in cache:
                         cache.clear()
-                        cache[key] = np.asarray(roots(y_, z_))
+                        cache[key] = np.asarray(roots(y_, z_, t_))
                     return cache[key]
-                n_roots = root_values(y).size
+                n_roots = root_values(a, y).size
                 events = []
                 for i in range(n_roots):
-                    ev = (lambda t, y_, i=i: root_values(y_)[i])
+                    ev = (lambda t, y_, i=i: root_values(t, y_)[i])
                     ev.terminal, ev.direction = True, 1.0
                     events.append(ev)
                 sol = solve_ivp(lambda t, y_: fn(t, y_, z), (a, b), y, method="Radau", t_eval=ts_b,
@@ -151,7 +151,7 @@ def _integrate(fn, jn, y, t_eval, switch_times, rtol, atol, state_events=None):
                     ys[np.nonzero(done)[0]] = np.asarray(sol.y).T[:k]
                 fired = np.zeros(n_roots, bool)
                 fired[hit] = True
-                z = switch(y_e, z, fired)
+                z = switch(y_e, z, fired, t_e)
                 n_events += 1
                 y, a, after_event = y_e, t_e, True
                 continue
@@ -231,7 +231,7 @@ class Radau:
         def f(t, y, z):
             r, v = y[:n], y[n:]
             sysz = system.bind(z) if stateful else system
-            return jnp.concatenate([sysz.rates(r, v), sysz.q(r, v, system.u(t))])
+            return jnp.concatenate([sysz.rates(r, v), sysz.q(r, v, sysz.u(t))])
 
         fj = jax.jit(f)
         jj = jax.jit(jax.jacfwd(f, argnums=1))
@@ -241,11 +241,11 @@ class Radau:
         y = np.concatenate([np.asarray(r0, float), np.asarray(v0, float)])
         state_events = None
         if stateful:
-            roots_j = jax.jit(lambda y_, z: system.event_roots(y_[:n], y_[n:], z))
-            switch_j = jax.jit(lambda y_, z, fired: system.event_switch(y_[:n], y_[n:], z, fired))
-            state_events = (lambda y_, z: roots_j(jnp.asarray(y_), z),
-                            lambda y_, z, fired: switch_j(jnp.asarray(y_), z, jnp.asarray(fired)),
-                            system.event_state0(r0, v0))
+            roots_j = jax.jit(lambda y_, z, t_: system.event_roots(y_[:n], y_[n:], z, t_))
+            switch_j = jax.jit(lambda y_, z, fired, t_: system.event_switch(y_[:n], y_[n:], z, fired, t_))
+            state_events = (lambda y_, z, t_: roots_j(jnp.asarray(y_), z, t_),
+                            lambda y_, z, fired, t_: switch_j(jnp.asarray(y_), z, jnp.asarray(fired), t_),
+                            system.event_state0(r0, v0, t0))
         ys, failed, n_events = _integrate(fn, jn, y, t_eval, tuple(system.switch_times), self.rtol,
                                           _atol(n, self.atol_coordinates, self.atol_speeds), state_events)
         R, V, T = jnp.asarray(ys[:, :n]), jnp.asarray(ys[:, n:]), jnp.asarray(t_eval)

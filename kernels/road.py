@@ -26,7 +26,7 @@ magnitude-squared coherence c^2 with the left track at every frequency
 falls with frequency; the constant is a stated simplification. The profile
 is periodic in 1 / df: the run is at most that long.
 
-Tyre (point contact, permanent contact): the tyre is a vertical spring
+Tyre (point contact): the tyre is a vertical spring
 (rate k_t [N/m]) and damper (c_t [N s/m]) between the wheel centre and the
 road point below it. Its force on the wheel is
 
@@ -35,9 +35,9 @@ road point below it. Its force on the wheel is
 so the road enters the wheel-centre force input as k_t z_road + c_t
 dz_road/dt (:func:`wheel_force_harmonics`), and the terms in the wheel
 motion are the tyre element of the model (a vertical bushing between the
-ground and the wheel, :func:`sweep.model_builder.tyre_bushings`). Lift-off
-(F < 0) is outside this model: the job flags a variant whose contact force
-falls below zero (:func:`contact_force`).
+ground and the wheel, ``tyre_left`` / ``tyre_right``). Lift-off and landing
+are state events (:func:`kernels.system.switching_laws`): off the road the
+tyre and the road's force on its wheel are switched off.
 """
 from typing import NamedTuple
 
@@ -113,9 +113,3 @@ def wheel_force_harmonics(road: RoadProfile, rate, damping):
     sin[:, :, 2] = rate * road.sin - damping * w * road.cos
     return road.omega, cos, sin
 
-
-def contact_force(fz_input, tyre_fz):
-    """Vertical road contact force on each wheel [N]: the wheel-centre
-    input force's fz (static load + road term) plus the tyre element's
-    vertical force on the wheel (its deflection and rate terms)."""
-    return np.asarray(fz_input) + np.asarray(tyre_fz)

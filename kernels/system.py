@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import forces, linsolve, loads
+from kernels import forces, linsolve, loads, metrics, statics
 from kernels.dynamics import linearise_blocks, q_fn, states_with_ground
 from kernels.integrate import System
 from kernels.rotations import coordinate_rates
@@ -45,17 +45,23 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
     ``while_loop``) does not allow."""
     if solver not in SOLVERS:
         raise ValueError(f"solver = {solver!r} is not one of {', '.join(SOLVERS)}")
-    m = model.topology.n_bodies
     system = _bound_system(model, exc, solver, split_steps)
     topo = model.topology
-    if not state_events or not (any(topo.p2p_events) or any(topo.bushing_events)):
+    tyres = statics.tyre_rows(topo)
+    if not state_events or not (any(topo.p2p_events) or any(topo.bushing_events) or tyres):
         return system
-    state0, roots, switch = switching_laws(model)
-    return system._replace(
-        event_state0=state0, event_roots=roots, event_switch=switch,
-        bind=lambda z: _bound_system(dataclasses.replace(
-            model, pp_contact=z[0], pp_slip=z[1], pp_anchor=z[2], bu_play_mode=z[3]),
-            exc, solver, split_steps))
+    state0, roots, switch = switching_laws(model, exc)
+
+    def bind(z):
+        m = dataclasses.replace(model, pp_contact=z[0], pp_slip=z[1], pp_anchor=z[2], bu_play_mode=z[3])
+        e = exc
+        if tyres:       # a tyre off the road: no tyre force, no road force on its wheel
+            rows = np.asarray(tyres)
+            m = dataclasses.replace(m, bu_k=m.bu_k.at[rows].multiply(z[4][:, None]),
+                                    bu_c=m.bu_c.at[rows].multiply(z[4][:, None]))
+            e = loads.scaled_by_side(exc, z[4])
+        return _bound_system(m, e, solver, split_steps)
+    return system._replace(event_state0=state0, event_roots=roots, event_switch=switch, bind=bind)
 
 
 def _bound_system(model, exc, solver, split_steps) -> System:
@@ -80,17 +86,23 @@ def _switch_times(exc) -> tuple:
     return tuple(float(t) for t in loads.switch_times(exc))
 
 
-def switching_laws(model):
+def switching_laws(model, exc=None):
     """(state0, roots, switch) of the model's switching laws for
     :class:`kernels.integrate.System` (its ``event_*`` functions over flat
-    r, v): z = (contact, slip, anchor) of every P2P element, (n_p2p,) each,
-    and the play modes of every bushing, (n_bushings, 6) - the model fields
-    ``pp_contact``, ``pp_slip``, ``pp_anchor``, ``bu_play_mode`` that
-    ``System.bind`` sets. Root functions: one per switching P2P element
+    r, v and the time t): z = (contact, slip, anchor) of every P2P element,
+    (n_p2p,) each, the play modes of every bushing, (n_bushings, 6) - the
+    model fields ``pp_contact``, ``pp_slip``, ``pp_anchor``, ``bu_play_mode``
+    that ``System.bind`` sets - and the road contact of each tyre (2,):
+    1 on the road, 0 off it (a model with tyres, ``kernels.statics.tyre_rows``;
+    (0,) without). Root functions: one per switching P2P element
     (:func:`kernels.forces.p2p_root`, in the order of
-    ``Topology.p2p_events``' non-empty entries), then six per bushing with
+    ``Topology.p2p_events``' non-empty entries), six per bushing with
     switching play (:func:`kernels.forces.bushing_play_root`; -1 for a
-    direction without play)."""
+    direction without play), then one per tyre: its contact force as the
+    law on the road would give it (:func:`tyre_contact_force`), minus it on
+    the road, itself off it - the tyre lifts off where its force would pull
+    and lands where it would push again (no jump of the force: a kink, the
+    event)."""
     topo = model.topology
     m = topo.n_bodies
     idx = np.array([i for i, ev in enumerate(topo.p2p_events) if ev], int)
@@ -116,9 +128,15 @@ def switching_laws(model):
         defl, _, _ = jax.vmap(forces.bushing_deflection)(prm, x[bbodies[:, 0]], x[bbodies[:, 1]])
         return prm, defl - prm["offset"]
 
-    def state0(r, v):
+    tyres = np.asarray(statics.tyre_rows(topo), int)
+
+    def contact(r, v, t):
+        return tyre_contact_force(model, exc, r.reshape(m, 6), v.reshape(m, 6), t)
+
+    def state0(r, v, t=None):
         x = states(r, v)
-        z = (model.pp_contact, model.pp_slip, model.pp_anchor, model.bu_play_mode)
+        z = (model.pp_contact, model.pp_slip, model.pp_anchor, model.bu_play_mode,
+             (contact(r, v, t) >= 0).astype(r.dtype) if len(tyres) else jnp.zeros(0, r.dtype))
         out = list(z)
         if len(idx):
             prm, L, Ldot = lengths(x, z)
@@ -129,7 +147,7 @@ def switching_laws(model):
             out[3] = z[3].at[bidx].set(jax.vmap(forces.bushing_play_mode0)(prm, e))
         return tuple(out)
 
-    def roots(r, v, z):
+    def roots(r, v, z, t=None):
         x = states(r, v)
         phi = []
         if len(idx):
@@ -138,9 +156,12 @@ def switching_laws(model):
         if len(bidx):
             prm, e = deflections(x, z)
             phi.append(jax.vmap(forces.bushing_play_root)(prm, e).reshape(-1))
+        if len(tyres):
+            fc = contact(r, v, t)
+            phi.append(jnp.where(z[4] > 0.5, -fc, fc))
         return jnp.concatenate(phi)
 
-    def switch(r, v, z, fired):
+    def switch(r, v, z, fired, t=None):
         x = states(r, v)
         out = list(z)
         if len(idx):
@@ -149,7 +170,20 @@ def switching_laws(model):
             out[:3] = (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
         if len(bidx):
             prm, e = deflections(x, z)
-            f = fired[len(idx):].reshape(len(bidx), 6)
+            f = fired[len(idx):len(idx) + 6 * len(bidx)].reshape(len(bidx), 6)
             out[3] = z[3].at[bidx].set(jax.vmap(forces.bushing_play_switch)(prm, e, f))
+        if len(tyres):
+            out[4] = jnp.where(fired[len(idx) + 6 * len(bidx):], 1.0 - z[4], z[4])
         return tuple(out)
     return state0, roots, switch
+
+
+def tyre_contact_force(model, exc, r, v, t):
+    """Vertical road force on each wheel [N] (2,) as the tyre law on the road
+    gives it at the state (r, v) (m, 6) and time t: the wheel input's fz
+    (static load and the road's part, :mod:`kernels.road`) minus the tyre
+    bushing's force on the ground (its spring and damper from their rest in
+    the static state, :func:`kernels.statics.tyres_at_rest`)."""
+    rows = np.asarray(statics.tyre_rows(model.topology), int)
+    f = metrics.bushing_forces(model, r, v)[rows]
+    return loads.u_at(exc, t)[:, 2] - f[:, 2]

@@ -15,10 +15,9 @@ After the run the report adds, per variant, over the time after
 
 - ``road_height`` (time, side) [m], the road under each wheel;
 - ``tyre_contact_force`` (variant, time, side) [N], the vertical road force
-  on the wheel; ``tyre_lift_off`` (variant, side): the contact force fell
-  below zero (the tyre would leave the road, which the permanent-contact
-  tyre does not model: the variant's values past that time are not
-  physical; the log says how many);
+  on the wheel (0 off the road: lift-off and landing are state events,
+  :func:`kernels.system.switching_laws`); ``tyre_lift_off`` (variant,
+  side): the wheel left the road after ``settle`` (the log says how many);
 - PSDs (Welch, Hann windows of 1 / ``loadcase.resolution`` seconds, half
   overlapping; one-sided) and RMS of the wheel-centre vertical displacement,
   the contact force and the body-mount forces (every bushing to the chassis
@@ -236,13 +235,17 @@ def statistics(ds, cfg, s):
     def rms(x):
         return np.sqrt(np.mean((x[:, sel] - x[:, sel].mean(axis=1, keepdims=True)) ** 2, axis=1))
     f, p_road = welch(z[None])
-    parts = {k: [] for k in ("contact", "p_wcz", "p_contact", "p_mount", "r_wcz", "r_contact", "r_mount", "dels")}
+    parts = {k: [] for k in ("contact", "lift", "p_wcz", "p_contact", "p_mount", "r_wcz", "r_contact",
+                             "r_mount", "dels")}
     # blocks of variants: only the tyres' and mounts' forces are read (a cube of
     # thousands of variants does not fit in memory at once)
     for v0 in range(0, len(codes), STATISTICS_BLOCK):
         vs = slice(v0, min(v0 + STATISTICS_BLOCK, len(codes)))
         bf = ds.bushing_force.isel(variant=vs, bushing=tyres + midx).values   # (B, nt, 2 + nm, 6) on the ground
-        contact = fz_in[None] - bf[:, :, :2, 2]                          # (B, nt, 2)
+        # the law on the road (the tyre bushings' outputs are that law also
+        # off the road): below zero the tyre is off it (a state event), no force
+        on_road = fz_in[None] - bf[:, :, :2, 2]                          # (B, nt, 2)
+        contact = np.maximum(on_road, 0.0)
         wcz = ds.wheel_centre_displacement.isel(variant=vs).values[..., 2]   # (B, nt, 2)
         mforce = bf[:, :, 2:, :3]                                        # (B, nt, nm, 3)
         p_mount = (welch(mforce.reshape(*mforce.shape[:2], -1))[1] if len(midx)
@@ -253,16 +256,17 @@ def statistics(ds, cfg, s):
                 for j in range(len(midx)):
                     for a in range(3):
                         dels[i, j, a] = damage_equivalent_load(mforce[i, sel, j, a], m_exp, n_eq)
-        for key, val in (("contact", contact), ("p_wcz", welch(wcz)[1]), ("p_contact", welch(contact)[1]),
+        for key, val in (("contact", contact), ("lift", np.any(on_road[:, sel] < 0.0, axis=1)),
+                         ("p_wcz", welch(wcz)[1]), ("p_contact", welch(contact)[1]),
                          ("p_mount", p_mount.reshape(len(contact), len(f), len(midx), 3)),
                          ("r_wcz", rms(wcz)), ("r_contact", rms(contact)),
                          ("r_mount", rms(mforce) if len(midx) else np.zeros((len(contact), 0, 3))),
                          ("dels", dels)):
             parts[key].append(val)
-    contact, p_wcz, p_contact, p_mount, r_wcz, r_contact, r_mount, dels = (
-        np.concatenate(parts[k]) for k in ("contact", "p_wcz", "p_contact", "p_mount", "r_wcz", "r_contact",
-                                           "r_mount", "dels"))
-    lift = np.where(ok[:, None], np.any(contact[:, sel] < 0.0, axis=1), False)
+    contact, lift, p_wcz, p_contact, p_mount, r_wcz, r_contact, r_mount, dels = (
+        np.concatenate(parts[k]) for k in ("contact", "lift", "p_wcz", "p_contact", "p_mount", "r_wcz",
+                                           "r_contact", "r_mount", "dels"))
+    lift = np.where(ok, lift.T, False).T
     side_dims = ("variant", "side")
     out = xr.Dataset(
         {
@@ -270,8 +274,9 @@ def statistics(ds, cfg, s):
             "tyre_contact_force": (("variant", "time", "side"), contact,
                                    {"units": "N", "long_name": "vertical road contact force on the wheel"}),
             "tyre_lift_off": (side_dims, lift.astype(np.int8),
-                              {"long_name": "contact force below zero after settle (values past it are not "
-                                            "physical)", "flag_values": [0, 1], "flag_meanings": "in_contact lift_off"}),
+                              {"long_name": "the wheel left the road after settle (a state event: the tyre "
+                                            "law would pull)", "flag_values": [0, 1],
+                               "flag_meanings": "always_on_the_road lifted_off"}),
             "psd_wheel_centre_z": (("variant", "frequency", "side"), p_wcz,
                                    {"units": "m^2/Hz", "long_name": "PSD of the wheel-centre vertical displacement"}),
             "psd_tyre_contact_force": (("variant", "frequency", "side"), p_contact,
@@ -308,8 +313,8 @@ def statistics(ds, cfg, s):
                  + ", ".join(f"{m} {np.nanmedian(dels[ok, j, 2]):.1f} N" for j, m in enumerate(mounts[:4]))
                  + (" ..." if len(mounts) > 4 else ""))
     if n_lift:
-        log.warning(f"warning: {n_lift} variant(s) lift a wheel off the road (contact force < 0: the "
-                    "permanent-contact tyre pulls; their values after it are not physical): tyre_lift_off")
+        log.info(f"{n_lift} variant(s) lift a wheel off the road (the tyre law would pull: a state event, "
+                 "no road force until it lands): tyre_lift_off")
     from sweep.plots import draw_beside, road_spectra
     draw_beside(ds, {**s, "path": s["path"].rstrip("/")[:-5] + "_road.zarr"},
                 lambda _ds, png: road_spectra(xr.open_zarr(s["path"], chunks=None), png), "road spectra plot", log)

@@ -103,8 +103,9 @@ def test_rerun_keeps_the_cube_and_its_statistics(road_cube, caplog):
 
 
 def test_a_rough_road_lifts_a_wheel(tmp_path, caplog):
-    """Class G at 30 m/s: the contact force falls below zero, the variant is
-    flagged (tyre_lift_off) with a warning, the job still ends 0."""
+    """Class G at 30 m/s: the wheels leave the road (state events: no tyre
+    force while off it, never a pull), the variant is flagged
+    (tyre_lift_off) and the log says so."""
     from sweep import app
     path = tmp_path / "g.zarr"
     cfg = cfg_of(*ROAD, "loadcase.road.class=G", "loadcase.road.speed=30.0", f"output.path={path}")
@@ -112,7 +113,8 @@ def test_a_rough_road_lifts_a_wheel(tmp_path, caplog):
         assert app.main(cfg, progress=False) == 0
     ds = xr.open_zarr(path)
     assert ds.tyre_lift_off.values.any()
-    assert (ds.tyre_contact_force.values < 0).any()
+    contact = ds.tyre_contact_force.values
+    assert contact.min() == 0.0 and (contact == 0.0).mean() > 0.01     # off the road: no force, never a pull
     assert "lift a wheel off the road" in caplog.text
 
 

@@ -112,17 +112,17 @@ def element_system(tables, switching=True):
     def lengths(r, v):
         return jnp.full(ev.size, 1.0 + r[0]), jnp.full(ev.size, v[0])
 
-    def roots(r, v, z):
+    def roots(r, v, z, t=None):
         L, Ld = lengths(r, v)
         return jax.vmap(forces.p2p_root)(with_state(z), L, Ld, is_contact)[ev]
 
-    def switch(r, v, z, fired):
+    def switch(r, v, z, fired, t=None):
         L, Ld = lengths(r, v)
         fire = jnp.zeros(ev.size, bool).at[np.nonzero(ev)[0]].set(fired)
         c, sl, an = jax.vmap(forces.p2p_switch)(with_state(z), L, Ld, is_contact, fire)
         return (c, sl, an, jnp.where(jnp.any(fired), r[1], z[3]))
 
-    def state0(r, v):
+    def state0(r, v, t=None):
         L, Ld = lengths(r, v)
         c, sl, an = jax.vmap(forces.p2p_mode0)(with_state(built), L, Ld, is_contact)
         return (jnp.where(ev, c, built[0]), jnp.where(ev, sl, built[1]), jnp.where(ev, an, built[2]),
@@ -263,7 +263,7 @@ def test_a_chattering_root_flags_the_variant():
     """A switch that does not restore the mode (the root stays positive)
     would locate forever: after EVENT_MAX_ITER iterations in one step the
     variant gets a NaN state and ``event_overflow`` (a sweep flags it)."""
-    broken = SWITCHING._replace(event_switch=lambda r, v, z, fired: z)   # the mode never changes
+    broken = SWITCHING._replace(event_switch=lambda r, v, z, fired, t: z)   # the mode never changes
     tr = jax.jit(lambda: LSRT2.simulate(broken, R0, V0, 0.0, 1e-3, 151))()
     assert bool(tr.event_overflow)
     assert not np.all(np.isfinite(np.asarray(tr.outputs["r"])))
