@@ -93,8 +93,8 @@ def switching_laws(model, exc=None):
     (n_p2p,) each, the play modes of every bushing, (n_bushings, 6) - the
     model fields ``pp_contact``, ``pp_slip``, ``pp_anchor``, ``bu_play_mode``
     that ``System.bind`` sets - and the road contact of each tyre (2,):
-    1 on the road, 0 off it (a model with tyres, ``kernels.statics.tyre_rows``;
-    (0,) without). Root functions: one per switching P2P element
+    1 on the road, 0 off it (only a model with tyres,
+    ``kernels.statics.tyre_rows``). Root functions: one per switching P2P element
     (:func:`kernels.forces.p2p_root`, in the order of
     ``Topology.p2p_events``' non-empty entries), six per bushing with
     switching play (:func:`kernels.forces.bushing_play_root`; -1 for a
@@ -135,8 +135,9 @@ def switching_laws(model, exc=None):
 
     def state0(r, v, t=None):
         x = states(r, v)
-        z = (model.pp_contact, model.pp_slip, model.pp_anchor, model.bu_play_mode,
-             (contact(r, v, t) >= 0).astype(r.dtype) if len(tyres) else jnp.zeros(0, r.dtype))
+        z = (model.pp_contact, model.pp_slip, model.pp_anchor, model.bu_play_mode)
+        if len(tyres):          # (a model without tyres keeps the four-part state it had)
+            z = z + ((contact(r, v, t) >= 0).astype(r.dtype),)
         out = list(z)
         if len(idx):
             prm, L, Ldot = lengths(x, z)
