@@ -201,6 +201,20 @@ def explain_implausible(kind, ds, cfg, log) -> None:
         log.warning(f"{head} (no detail: {type(err).__name__}: {err})")
 
 
+def tyres_from_load_case(cfg, log):
+    """``cfg`` with ``model.tyres`` set from ``loadcase.tyre`` unless the
+    model file sets them (the road load cases' :meth:`JobKind.prepare`)."""
+    from omegaconf import OmegaConf, open_dict
+    if cfg.loadcase.get("tyre") is None:
+        return cfg
+    with open_dict(cfg):
+        if cfg.model.get("tyres") is None:
+            cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
+        else:
+            log.info("model.tyres is set in the model: loadcase.tyre is not used")
+    return cfg
+
+
 def static_limits(cfg):
     """The plausibility limits of a job's static states from its ``checks``
     section (:class:`kernels.kc.StaticLimits`; defaults where absent)."""

@@ -43,7 +43,7 @@ from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
-from sweep.kinds.base import JobKind, Plan, Runner, static_limits
+from sweep.kinds.base import JobKind, Plan, Runner, static_limits, tyres_from_load_case
 from sweep.loadcase import _loads
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
@@ -331,14 +331,7 @@ class FrequencyResponse(JobKind):
     def prepare(self, cfg):
         """``loadcase.tyre`` puts tyres on the model (``model.tyres``, unless
         the model file sets them): the road inputs need them."""
-        from omegaconf import open_dict
-        if cfg.loadcase.get("tyre") is not None:
-            with open_dict(cfg):
-                if cfg.model.get("tyres") is None:
-                    cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
-                else:
-                    log.info("model.tyres is set in the model: loadcase.tyre is not used")
-        return cfg
+        return tyres_from_load_case(cfg, log)
 
     def plan(self, cfg):
         return _plan(cfg)

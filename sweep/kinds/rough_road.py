@@ -38,10 +38,11 @@ import dataclasses
 import logging
 
 import numpy as np
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from kernels import loads, road
 from sweep.kinds import time_response
+from sweep.kinds.base import tyres_from_load_case
 from sweep.kinds.time_response import TimeResponse
 from sweep.model_builder import TYRE, tyre_values
 from sweep.schema import LOADS, Float, Int, Map, Optional as Opt, Str, fail, fmt
@@ -121,6 +122,9 @@ class RoughRoad(TimeResponse):
                  "coarser resolution" + (", or sweep.start=null" if sw.get("start") is not None else "") + ")")
         if lc.get("tyre") is not None:
             tyre_values(lc["tyre"], "loadcase.tyre")
+        elif (job.get("model") or {}).get("tyres") is None:
+            fail("loadcase.tyre", None, "is missing: the rough road drives the wheels through tyres "
+                 "(give loadcase.tyre: {rate: N/m, damping: N s/m}, or model.tyres)")
 
     def kept_bushings(self, model):
         """The tyres and the body mounts: the statistics read their forces."""
@@ -131,12 +135,7 @@ class RoughRoad(TimeResponse):
         """The model with the load case's tyres (``model.tyres`` unless the
         model file sets them). The backend is the time response's choice
         (``integrator.backend``: auto picks the generated C for large jobs)."""
-        with open_dict(cfg):
-            if cfg.model.get("tyres") is None:
-                cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
-            else:
-                log.info("model.tyres is set in the model: loadcase.tyre is not used")
-        return cfg
+        return tyres_from_load_case(cfg, log)
 
     def plan(self, cfg):
         plan = super().plan(cfg)
