@@ -34,6 +34,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from reruns import commit  # noqa: E402
 from suite_costs import machine_line  # noqa: E402
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "road_jobs.json")
 AXLES = ("double_wishbone", "macpherson", "multilink", "twist_beam", "leaf_spring_axle", "toy_trailing_arm")
@@ -67,14 +68,6 @@ def run(args, work, name):
     return {"wall_s": round(wall, 2), "compile_s": float(m.group(1)) if m else None,
             "run_s": float(m.group(2)) if m else None, "status": st.group(1).strip() if st else "?",
             "backend": backend}
-
-
-def commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
-    except OSError:
-        return "?"
 
 
 def table(result):
