@@ -29,8 +29,9 @@ After the run the report adds, per variant, over the time after
   the cycle ranges, N_eq = the analysed duration in seconds (the 1 Hz
   equivalent load range).
 
-A figure beside the cube (``<cube>_road.png``): the spectra, the variants'
-band and median, with the road's own.
+The figure beside the cube (``<cube>.png``): the spectra, the variants'
+band and median, with the road's own (the time response's step overview
+has no step to show here).
 """
 from __future__ import annotations
 
@@ -152,7 +153,7 @@ class RoughRoad(TimeResponse):
                 "road_harmonics": int(plan.case.exc.h_omega.shape[0])}
 
     def report(self, ds, cfg, s):
-        time_response.report(ds, cfg, s)
+        time_response.report(ds, cfg, s, step_overview=False)
         try:
             statistics(ds, cfg, s)
         except Exception as err:  # noqa: BLE001 - statistics must never lose a finished cube
@@ -315,8 +316,8 @@ def statistics(ds, cfg, s):
         log.info(f"{n_lift} variant(s) lift a wheel off the road (the tyre law would pull: a state event, "
                  "no road force until it lands): tyre_lift_off")
     from sweep.plots import draw_beside, road_spectra
-    draw_beside(ds, {**s, "path": s["path"].rstrip("/")[:-5] + "_road.zarr"},
-                lambda _ds, png: road_spectra(xr.open_zarr(s["path"], chunks=None), png), "road spectra plot", log)
+    draw_beside(ds, s, lambda _ds, png: road_spectra(xr.open_zarr(s["path"], chunks=None), png),
+                "road spectra plot", log)
 
 
 KIND = RoughRoad()

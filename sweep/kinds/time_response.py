@@ -469,10 +469,12 @@ PUBLISHED_NMSE = {  # method.md section 3, LSRT2 at h = 1 ms
 }
 
 
-def report(ds, cfg, s):
+def report(ds, cfg, s, step_overview=True):
     """Log the job summary (model, timing, status counts, final displacement,
     NMSE against a Radau cube beside it), check the public cube schema and
-    draw the overview PNG beside the cube."""
+    draw the overview PNG beside the cube. ``step_overview=False`` (a load
+    case without a load step, e.g. the rough road): neither the final
+    longitudinal displacement nor the step overview."""
     a = ds.attrs
     log.info(f"model {a['model']}: {a['n_bodies']} bodies{flexible_note(a)}, {a['n_force_elements']} force elements, "
           f"{a['n_dof']} DOF; load case {cfg.loadcase.name}; integrator {cfg.integrator.name} "
@@ -491,7 +493,7 @@ def report(ds, cfg, s):
     codes = ds.status.values
     log.info("status: " + status.counts(codes, KIND.status))
     ok = codes == status.OK
-    if ok.any():
+    if ok.any() and step_overview:
         wcd = ds.wheel_centre_displacement.isel(time=-1).sel(axis="x").values[ok] * 1000
         label = "final" if len(codes) == 1 else "final (min / median / max over ok variants)"
         log.info(f"longitudinal wheel-centre displacement, {label}: " +
@@ -500,8 +502,9 @@ def report(ds, cfg, s):
     log.info(f"result cube: {os.path.abspath(s['path'])}")
     _nmse_beside(ds, cfg, s["path"])
     cube_schema.warn(ds, KIND.channels)
-    from sweep.plots import draw_beside, overview
-    draw_beside(ds, s, overview, "overview plot", log)
+    if step_overview:
+        from sweep.plots import draw_beside, overview
+        draw_beside(ds, s, overview, "overview plot", log)
 
 
 def _nmse_beside(ds, cfg, path):
