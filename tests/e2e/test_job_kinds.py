@@ -74,5 +74,5 @@ def test_unknown_kind_is_one_line(tmp_path):
     out = _run(tree, "sweep", "model=toy_trailing_arm", "loadcase=toy", "loadcase.kind=toys",
                "output.path=cube.zarr", "cache.enabled=false", "hydra.run.dir=h")
     assert out.returncode == 2
-    assert "loadcase.kind = 'toys': must be one of frf, kc, modes, time_response, toy" in out.stderr
+    assert "loadcase.kind = 'toys': must be one of frf, kc, modes, rough_road, time_response, toy" in out.stderr
     assert not (tree / "cube.zarr").exists()
