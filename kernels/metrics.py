@@ -1,6 +1,7 @@
 """Result channels in the domain's words, and the NMSE of method.md section 3."""
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from kernels import forces
 from kernels.dynamics import states_with_ground
@@ -29,11 +30,17 @@ def toe_camber(model, r):
     return toe, camber
 
 
-def bushing_forces(model, r, v):
-    """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m]."""
+def bushing_forces(model, r, v, rows=None):
+    """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m];
+    ``rows`` (static indices): only those bushings, (len(rows), 6)."""
     x = states_with_ground(r, v)
     b = model.topology.bushing_bodies
-    return forces.map_elements(forces.bushing_output, forces.bushing_params(model), x[b[:, 0]], x[b[:, 1]])
+    prm = forces.bushing_params(model)
+    if rows is not None:
+        rows = np.asarray(rows, int)
+        b = np.asarray(b)[rows]
+        prm = jax.tree_util.tree_map(lambda a: a[rows], prm)
+    return forces.map_elements(forces.bushing_output, prm, x[b[:, 0]], x[b[:, 1]])
 
 
 def chassis_reaction(model, r, v):

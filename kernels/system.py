@@ -185,6 +185,5 @@ def tyre_contact_force(model, exc, r, v, t):
     (static load and the road's part, :mod:`kernels.road`) minus the tyre
     bushing's force on the ground (its spring and damper from their rest in
     the static state, :func:`kernels.statics.tyres_at_rest`)."""
-    rows = np.asarray(statics.tyre_rows(model.topology), int)
-    f = metrics.bushing_forces(model, r, v)[rows]
+    f = metrics.bushing_forces(model, r, v, rows=statics.tyre_rows(model.topology))
     return loads.u_at(exc, t)[:, 2] - f[:, 2]
