@@ -563,7 +563,7 @@ def p2p_element_jacobian(prm, x1, x2):
 
 RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "reference_bushings",
                        "steering_joints", "travel_lock", "vehicle",
-                       "steering_rack", "tyres")
+                       "steering_rack", "tyres", "sprung_body")
 
 
 def _unset(*_args):  # placeholder getter of a group that has not been completed

@@ -25,7 +25,11 @@ maps of (dr, dv) at the same state:
   elastic and damping parts together [N, N m per input unit]: the
   transmissibility to the body mounts;
 - ``p2p``: force of chosen point-to-point elements (springs, dampers,
-  stops) on their first body, at its marker [N per input unit].
+  stops) on their first body, at its marker [N per input unit];
+- ``body``: the state coordinates of chosen bodies (their slots): position
+  x, y, z and the z-y'-x'' Euler angles (yaw, pitch, roll) [m, rad per input
+  unit] - e.g. a sprung body's heave and
+  roll (``kernels.statics``: the ride modes).
 
 Inputs are the 12 entries of u (left fx, fy, fz, mx, my, mz, then right;
 forces at the wheel centre, vehicle frame) selected by index. Pure JAX:
@@ -50,6 +54,7 @@ class FrequencyResponse(NamedTuple):
     toe_camber: jax.Array       # (nf, 2, 2, n_in) complex: toe | camber, side [rad / input unit]
     bushing: jax.Array          # (nf, nb_out, 6, n_in) complex [N, N m / input unit]
     p2p: jax.Array              # (nf, np_out, 3, n_in) complex [N / input unit]
+    body: jax.Array             # (nf, nbody_out, 6, n_in) complex: x, y, z, yaw, pitch, roll [m, rad / input unit]
 
 
 def p2p_forces(model, r, v, rows):
@@ -67,7 +72,7 @@ def p2p_forces(model, r, v, rows):
     return jax.vmap(one)(prm, x[b[:, 0]], x[b[:, 1]])
 
 
-def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=()):
+def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=(), bodies=()):
     """Steady-state harmonic response at the static state r (m, 6) under u (2, 6).
 
     Args:
@@ -75,10 +80,12 @@ def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=()):
       inputs: indices into :data:`INPUTS` (static).
       bushings: indices of the bushings whose forces are output (static).
       p2p: indices of the P2P elements whose forces are output (static).
+      bodies: state slots whose coordinates are output (static).
     Returns a :class:`FrequencyResponse`."""
     inputs = np.asarray(inputs, int)
     bushings = np.asarray(bushings, int)
     p2p = np.asarray(p2p, int)
+    bodies = np.asarray(bodies, int)
     v0 = jnp.zeros_like(r)
     lin = linearise(model, r, v0, u)
     n = lin.J_r.shape[0]
@@ -105,9 +112,9 @@ def frequency_response(model, r, u, omega, inputs, bushings=(), p2p=()):
               else jnp.zeros((0, 6, len(inputs)), jnp.complex128))
         pf = ((Pr @ dr + Pv @ dv).reshape(len(p2p), 3, -1) if len(p2p)
               else jnp.zeros((0, 3, len(inputs)), jnp.complex128))
-        return wc, tc, bf, pf
-    wc, tc, bf, pf = jax.lax.map(one, jnp.asarray(omega, r.dtype))
-    return FrequencyResponse(wc, tc, bf, pf)
+        bd = dr.reshape(-1, 6, dr.shape[-1])[bodies]
+        return wc, tc, bf, pf, bd
+    return FrequencyResponse(*jax.lax.map(one, jnp.asarray(omega, r.dtype)))
 
 
 def static_compliance(model, r, u, inputs):

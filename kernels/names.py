@@ -9,3 +9,6 @@ DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")     # bushing directions / small-
 COMPONENTS = ("fx", "fy", "fz", "mx", "my", "mz")  # force and torque components
 COMPONENT_UNITS = ("N", "N", "N", "N m", "N m", "N m")
 TYRE_BUSHINGS = ("tyre_left", "tyre_right")        # the tyres of a model with `tyres` (road load cases)
+SPRUNG_BODY = "sprung_body"                        # the body of a model with `sprung_body` (on its guide)
+BODY_GUIDE = "sprung_body_guide"                   # the guide bushing between the ground and the sprung body
+SPRUNG_BODY_FREE = (2, 3)                          # the guide's free directions: heave (z) and roll (rx)

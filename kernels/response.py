@@ -207,7 +207,7 @@ def driver(options: Options, outputs: Optional[Callable] = None) -> Driver:
 
     def run(p: Problem, r_eq) -> Trajectory:
         split = True if options.split_steps is None else options.split_steps
-        model = statics.tyres_at_rest(p.model, r_eq.reshape(p.model.topology.n_bodies, 6))  # tyres: at rest there
+        model = statics.at_rest(p.model, r_eq.reshape(p.model.topology.n_bodies, 6))  # tyres, sprung body: at rest
         system = model_system(model, p.excitation, options.solver, split, options.state_events)
         n = r_eq.size
         out = lambda r, v, t: out_fn(model, r, v, r_eq)  # noqa: E731

@@ -36,6 +36,18 @@ problems solve with the tyres' stiffness and damping taken out
 (:func:`unloaded_tyres`), so the static state is the one without tyres
 under the same wheel loads, and a run from it uses the model whose tyre
 offsets are their deflections there (:func:`tyres_at_rest`).
+
+A sprung body (a model with ``sprung_body``: the chassis side of the axle
+on a rigid body of the sprung mass, guided by the bushing
+``sprung_body_guide`` that leaves heave and roll free; only with tyres,
+which it stands on) is built held: the guide holds all six directions, so
+the static problems, K&C and the modes at the design position see the body
+held as on a rig, and the static state is the one with the body at its
+design position. A run from it uses the model
+whose guide carries, in its free directions, the constant force it carried
+there and no stiffness (:func:`at_rest`): the body is in equilibrium at
+rest, its weight is what the axle carries in the static state (whatever
+its mass, which is its inertia), and it moves freely in heave and roll.
 """
 import dataclasses
 import functools
@@ -193,6 +205,50 @@ def tyres_at_rest(model, r):
     prm = jax.tree_util.tree_map(lambda a: a[rows], forces.bushing_params(model))
     defl = jax.vmap(lambda p, x1, x2: forces.bushing_deflection(p, x1, x2)[0])(prm, x[b[:, 0]], x[b[:, 1]])
     return dataclasses.replace(model, bu_offset=model.bu_offset.at[rows].set(defl))
+
+
+def mount_slot(topology) -> int:
+    """The state slot the axle's body mounts end on: the sprung body's where
+    the model has one, else the ground's (n_bodies)."""
+    sb = topology.tables.get("sprung_body")
+    return topology.body_names.index(sb["body"]) if sb else topology.n_bodies
+
+
+def rig_bushings(topology) -> tuple:
+    """Names of the bushings that are the rig, not the axle: the tyres and
+    the sprung body's guide (not body mounts, not sweep targets)."""
+    names = tuple(topology.bushing_names[i] for i in tyre_rows(topology))
+    g = guide_row(topology)
+    return names + ((topology.bushing_names[g],) if g is not None else ())
+
+
+def guide_row(topology):
+    """Index of a model's sprung-body guide bushing (static), None without one."""
+    sb = topology.tables.get("sprung_body")
+    return None if not sb else topology.bushing_names.index(sb["guide"])
+
+
+def at_rest(model, r):
+    """The model a run starts from in the static state r (m, 6) (module doc):
+    the tyres at rest (:func:`tyres_at_rest`) and the sprung body's guide
+    carrying, in its free directions, the force it carried there (held)
+    as a constant (preload), with no stiffness or damping
+    there. The model itself without tyres or a sprung body."""
+    model = tyres_at_rest(model, r)
+    g = guide_row(model.topology)
+    if g is None:
+        return model
+    from kernels import forces
+    from kernels.dynamics import states_with_ground
+    from kernels.names import SPRUNG_BODY_FREE
+    x = states_with_ground(r, jnp.zeros_like(r))
+    a, b = model.topology.bushing_bodies[g]
+    prm = jax.tree_util.tree_map(lambda p: p[g], forces.bushing_params(model))
+    defl, rate, _ = forces.bushing_deflection(prm, x[a], x[b])
+    f_e, _ = forces.bushing_local_forces(prm, defl, rate)
+    free = np.asarray(SPRUNG_BODY_FREE)
+    return dataclasses.replace(model, bu_preload=model.bu_preload.at[g, free].set(f_e[free]),
+                               bu_k=model.bu_k.at[g, free].set(0.0), bu_c=model.bu_c.at[g, free].set(0.0))
 
 
 def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,

@@ -44,7 +44,7 @@ import numpy as np
 
 from kernels import forces
 from kernels.model import STOP_LAWS, GROUND, ModelError
-from kernels.names import DIRECTIONS, SIDES, TYRE_BUSHINGS
+from kernels.names import BODY_GUIDE, DIRECTIONS, SIDES, SPRUNG_BODY, TYRE_BUSHINGS
 from kernels.rotations import euler_to_matrix
 
 MIRROR = np.diag([1.0, -1.0, 1.0])
@@ -212,7 +212,7 @@ def with_steering_rack(cfg: dict, right_hardpoints=None):
                          ("rotational_stiffness", 1.0e4), ("loss_factor", 0.05)):
         val = rack.get(key, default)
         if val is None:
-            raise ModelError(f"model.steering_rack.stiffness: missing (axial rack stiffness [N/m])")
+            raise ModelError("model.steering_rack.stiffness: missing (axial rack stiffness [N/m])")
         try:
             val = float(val)
         except (TypeError, ValueError):
@@ -284,7 +284,8 @@ def model_keys() -> dict:
             "per_side": section, "shared": section, "wheels": {"left": ANY, "right": ANY},
             "reference_bushing": ANY, "steering_joint": ANY, "travel_lock": ANY,
             "steering_rack": dict.fromkeys(RACK_KEYS), "vehicle": dict.fromkeys(VEHICLE_KEYS),
-            "alignment": ALIGNMENT, "tyres": dict.fromkeys(TYRE_KEYS)}
+            "alignment": ALIGNMENT, "tyres": dict.fromkeys(TYRE_KEYS),
+            "sprung_body": dict.fromkeys(SPRUNG_BODY_KEYS)}
 
 
 TYRE = "tyre"                       # the tyre bushings are tyre_left, tyre_right
@@ -314,6 +315,64 @@ def tyre_values(spec, key="model.tyres"):
         raise ModelError(f"{key}.rate = {out[0]:g} N/m is outside 2e4-2e6 N/m (a car tyre: about 2.5e5); "
                          "is it in N/mm or kN/m? The model's unit is N/m")
     return out[0], out[1]
+
+
+SPRUNG_BODY_KEYS = {"mass_per_wheel": "kg"}
+GUIDE_RATE = 1.0e10          # N/m and N m/rad: the sprung body's guide in its held directions
+SPRUNG_MASS_RANGE = (50.0, 5000.0)   # kg per wheel: outside, a likely unit mistake
+
+
+def sprung_mass(spec, tyres, key="model.sprung_body"):
+    """The sprung mass per wheel [kg] of a ``sprung_body`` mapping, checked:
+    finite, inside 50-5000 kg (a car's quarter: about 250-600 kg; outside, a
+    likely unit mistake), and only with tyres (a body free in heave stands
+    on the tyres; without them the axle and body would float)."""
+    if not isinstance(spec, dict) or set(spec) - set(SPRUNG_BODY_KEYS) or "mass_per_wheel" not in spec:
+        raise ModelError(f"{key} = {spec!r} must be a mapping with 'mass_per_wheel' [kg]")
+    raw = spec["mass_per_wheel"]
+    try:
+        m = float(raw)
+    except (TypeError, ValueError):
+        raise ModelError(f"{key}.mass_per_wheel = {raw!r} is not a number [kg]") from None
+    lo, hi = SPRUNG_MASS_RANGE
+    if not (math.isfinite(m) and lo <= m <= hi):
+        raise ModelError(f"{key}.mass_per_wheel = {raw!r} kg is outside {lo:g}-{hi:g} kg (a car's sprung mass "
+                         "per wheel: about 250-600 kg); is it in tonnes or grams? The model's unit is kg")
+    if tyres is None:
+        raise ModelError(f"{key}: a sprung body is free in heave and roll and stands on the tyres: give "
+                         "model.tyres (or the load case's tyre)")
+    return m
+
+
+def add_sprung_body(bodies, markers, bushings, wheel_ids, mass_per_wheel):
+    """Put the chassis side of the axle on a sprung body (module doc of
+    :mod:`kernels.statics`): a rigid body at the middle of the wheel
+    centres, mass 2 m and roll inertia 2 m s^2 (s: half the wheel-centre
+    track) - two masses m at the wheel centres on vertical guides, which
+    is the same motion for small travel - guided by a bushing to the ground
+    that holds x, y, pitch and yaw (``GUIDE_RATE``) and leaves heave and
+    roll free. Every marker on the ground so far moves onto it (the
+    elements to the chassis now end on the body). Returns its body index."""
+    wc = np.array([bodies[wheel_ids[s] - 1]["position"] for s in SIDES], float)
+    at = wc.mean(axis=0)
+    s_half = 0.5 * abs(wc[0, 1] - wc[1, 1])
+    m = 2.0 * mass_per_wheel
+    i_roll = m * s_half ** 2
+    idx = len(bodies) + 1
+    bodies.append({"index": idx, "name": SPRUNG_BODY, "mass": m,
+                   "inertia": np.diag([i_roll, i_roll, 2.0 * i_roll]).tolist(),   # pitch and yaw: held
+                   "position": at.tolist(), "euler": [0.0, 0.0, 0.0]})
+    for mk in markers:
+        if mk["body"] == GROUND:
+            mk["body"] = idx
+    k = [GUIDE_RATE] * 6
+    for suffix, body in (("/1", GROUND), ("/2", idx)):
+        markers.append({"index": len(markers) + 1, "name": BODY_GUIDE + suffix, "body": body,
+                        "position": at.tolist(), "orientation": np.eye(3).tolist()})
+    bushings.append({"index": len(bushings) + 1, "name": BODY_GUIDE,
+                     "marker_1": len(markers) - 1, "marker_2": len(markers),
+                     "stiffness": k, "damping": [0.0] * 6, "preload": [0.0] * 6, "offset": [0.0] * 6})
+    return idx
 
 
 def load_element_groups(entries, key="model.elements"):
@@ -973,6 +1032,8 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
 
     wheels = cfg.get("wheels") or {"left": "wheel_left", "right": "wheel_right"}
     wheel_ids = {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES}
+    if cfg.get("sprung_body") is not None:
+        add_sprung_body(bodies, markers, bushings, wheel_ids, sprung_mass(cfg["sprung_body"], cfg.get("tyres")))
     if cfg.get("tyres") is not None:
         rate, damping = tyre_values(cfg["tyres"])
         for s in SIDES:
@@ -995,6 +1056,9 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
     tables.update({key: rows for key, rows in extra.items() if rows})
     if cfg.get("tyres") is not None:
         tables["tyres"] = list(TYRE_BUSHINGS)
+    if cfg.get("sprung_body") is not None:
+        tables["sprung_body"] = {"body": SPRUNG_BODY, "guide": BODY_GUIDE,
+                                 "mass_per_wheel": sprung_mass(cfg["sprung_body"], cfg.get("tyres"))}
     # the left side's hardpoint table as built (informational: sweep
     # parameters of target hardpoint name their points against it)
     tables["hardpoints"] = {n: (dict(v) if isinstance(v, dict) else [float(x) for x in v]) for n, v in hp.items()}

@@ -54,7 +54,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.names import DIRECTIONS, TYRE_BUSHINGS
+from kernels import statics
+from kernels.names import DIRECTIONS
 from sweep.schema import Bounds, ConfigError, Float, fmt
 
 DIRECTION_GROUPS = {
@@ -268,10 +269,13 @@ def build_parameters(spec, model) -> ParameterSet:
             rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
             # a model's tyres (model.tyres, the road load cases) are values of
             # the load case: their rate is also in the road's force input
-            tyres = [i for i in rows if names[i] in TYRE_BUSHINGS and topo.tables.get("tyres")]
+            # and the sprung body's guide is the rig, not the axle
+            rig = statics.rig_bushings(topo)
+            tyres = [i for i in rows if names[i] in rig]
             if tyres and len(tyres) == len(rows):
-                raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches only the tyres: "
-                                  "their rate and damping are loadcase.tyre (or model.tyres), not sweep targets")
+                raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches only {', '.join(rig)}: "
+                                  "the tyres' rate and damping are loadcase.tyre (or model.tyres), the sprung "
+                                  "body's guide is the rig; neither is a sweep target")
             rows = [i for i in rows if i not in tyres]
         elif kind == "flexible":        # rows: the modal slots of the matching flexible bodies
             names = [topo.body_names[frame] for frame, _ in topo.flex_bodies]

@@ -201,17 +201,25 @@ def explain_implausible(kind, ds, cfg, log) -> None:
         log.warning(f"{head} (no detail: {type(err).__name__}: {err})")
 
 
-def tyres_from_load_case(cfg, log):
-    """``cfg`` with ``model.tyres`` set from ``loadcase.tyre`` unless the
-    model file sets them (the road load cases' :meth:`JobKind.prepare`)."""
+def rig_from_load_case(cfg, log):
+    """``cfg`` with ``model.tyres`` set from ``loadcase.tyre`` and
+    ``model.sprung_body`` from ``loadcase.sprung_body``, each unless the
+    model file sets it (the road load cases' :meth:`JobKind.prepare`)."""
     from omegaconf import OmegaConf, open_dict
-    if cfg.loadcase.get("tyre") is None:
-        return cfg
-    with open_dict(cfg):
-        if cfg.model.get("tyres") is None:
-            cfg.model.tyres = OmegaConf.create(OmegaConf.to_container(cfg.loadcase.tyre, resolve=True))
-        else:
-            log.info("model.tyres is set in the model: loadcase.tyre is not used")
+    from sweep.model_builder import sprung_mass, tyre_values
+    lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
+    if lc.get("tyre") is not None:
+        tyre_values(lc["tyre"], "loadcase.tyre")
+    if lc.get("sprung_body") is not None:
+        sprung_mass(lc["sprung_body"], lc.get("tyre") or cfg.model.get("tyres"), "loadcase.sprung_body")
+    for lc_key, model_key in (("tyre", "tyres"), ("sprung_body", "sprung_body")):
+        if lc.get(lc_key) is None:
+            continue
+        with open_dict(cfg):
+            if cfg.model.get(model_key) is None:
+                cfg.model[model_key] = OmegaConf.create(OmegaConf.to_container(cfg.loadcase[lc_key], resolve=True))
+            else:
+                log.info(f"model.{model_key} is set in the model: loadcase.{lc_key} is not used")
     return cfg
 
 

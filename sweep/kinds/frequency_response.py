@@ -43,7 +43,7 @@ from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
 from sweep.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
-from sweep.kinds.base import JobKind, Plan, Runner, static_limits, tyres_from_load_case
+from sweep.kinds.base import JobKind, Plan, Runner, static_limits, rig_from_load_case
 from sweep.loadcase import _loads
 from sweep.model_builder import model_from_config
 from sweep.params import build_parameters
@@ -53,7 +53,7 @@ log = logging.getLogger("sweep")
 
 NAME = "frf"
 KNOWN_KEYS = {"name", "kind", "description", "wheel_loads", "frequencies", "inputs", "mounts",
-              "tolerance", "max_iterations", "tyre"}
+              "tolerance", "max_iterations", "tyre", "sprung_body"}
 FORCE_INPUTS = tuple(n for n in frf.INPUTS if n[-2] == "f")     # wheel-centre forces only
 ROAD_INPUTS = ("left_road", "right_road")                       # road height under a tyre (model.tyres)
 MOUNT_UNITS = "mixed units: N/N (fx, fy, fz), N m/N (mx, my, mz) per unit input force, per component"
@@ -88,10 +88,27 @@ ROAD_CHANNELS = [
 ]
 
 
-def channels_of(n_force, n_road):
+# a model with a sprung body (model.sprung_body, loadcase.sprung_body): its heave and roll
+BODY_CHANNELS = [
+    *_pair("body_heave_receptance", ("input",), "m/N", "sprung body's heave (z at the middle of the wheel "
+           "centres) per unit harmonic input force"),
+    *_pair("body_roll_receptance", ("input",), "rad/N", "sprung body's roll angle (about x, right side down "
+           "positive) per unit harmonic input force"),
+]
+BODY_ROAD_CHANNELS = [
+    *_pair("body_heave_road_transmissibility", ("road_input",), "m/m",
+           "sprung body's heave (z at the middle of the wheel centres) per unit road height under a tyre"),
+    *_pair("body_roll_road_transfer", ("road_input",), "rad/m",
+           "sprung body's roll angle (about x, right side down positive) per unit road height under a tyre"),
+]
+
+
+def channels_of(n_force, n_road, body=False):
     """The plan's channel table: the force inputs' channels where there are
-    force inputs, the road inputs' where there are road inputs."""
-    return tuple((CHANNELS if n_force else []) + (ROAD_CHANNELS if n_road else []))
+    force inputs, the road inputs' where there are road inputs; a sprung
+    body's heave and roll for each where ``body``."""
+    return tuple((CHANNELS + (BODY_CHANNELS if body else []) if n_force else [])
+                 + (ROAD_CHANNELS + (BODY_ROAD_CHANNELS if body else []) if n_road else []))
 
 
 def load_case(lc: dict, model) -> dict:
@@ -129,10 +146,10 @@ def load_case(lc: dict, model) -> dict:
         raise ConfigError(f"loadcase.inputs: {road_inputs[0]!r} is a road input, which needs tyres: give "
                           "loadcase.tyre (rate [N/m], damping [N s/m]) or model.tyres")
     names, pnames = list(topo.bushing_names), list(topo.p2p_names)
-    ground = topo.n_bodies
-    if lc.get("mounts") is None:       # every element to the chassis (the tyres are not mounts)
-        mounts = ([n for i, n in enumerate(names) if ground in topo.bushing_bodies[i]
-                   and not (topo.tables.get("tyres") and n in TYRE_BUSHINGS)]
+    ground = statics.mount_slot(topo)     # the chassis, or the sprung body
+    rig = statics.rig_bushings(topo)
+    if lc.get("mounts") is None:       # every element to the chassis (the tyres and the guide are not mounts)
+        mounts = ([n for i, n in enumerate(names) if ground in topo.bushing_bodies[i] and n not in rig]
                   + [n for i, n in enumerate(pnames) if ground in topo.p2p_bodies[i]])
     else:
         mounts = list(lc["mounts"])
@@ -159,6 +176,7 @@ def load_case(lc: dict, model) -> dict:
                 road_inputs=np.array([frf.INPUTS.index(f"{SIDES[s_]}_fz") for s_ in sides], np.int32),
                 tyres=np.array([names.index(TYRE_BUSHINGS[s_]) for s_ in sides], np.int32), mounts=np.array([names.index(m) for m in bushing_mounts], np.int32),
                 p2p_mounts=np.array([pnames.index(m) for m in p2p_mounts], np.int32),
+                body_slots=np.array([ground] if topo.tables.get("sprung_body") else [], np.int32),
                 mount_sign=np.array(sign), mount_names=mounts, tol=tol, max_iter=max_iter)
 
 
@@ -171,7 +189,7 @@ def _plan(cfg) -> Plan:
     X = make_design(sw, pset)
     nf, ni, nm = len(lc["frequency"]), len(lc["inputs"]), len(lc["mount_names"])
     nr = len(lc["road_inputs"])
-    channels = channels_of(ni, nr)
+    channels = channels_of(ni, nr, len(lc["body_slots"]) > 0)
     shapes = {}
     for c in channels:
         sizes = {"input": ni, "road_input": nr, "side": 2, "axis": 3, "mount": nm, "component": 6}
@@ -206,7 +224,7 @@ def run_inputs(model, lc):
     the load case (wheel loads, frequencies, tolerances; input and mount
     indices are integers: structure)."""
     return (model, {k: lc[k] for k in ("u", "frequency", "inputs", "mounts", "p2p_mounts", "tol", "max_iter",
-                                       "limits", "road_inputs", "tyres")})
+                                       "limits", "road_inputs", "tyres", "body_slots")})
 
 
 def make_variant(model, pset, lc):
@@ -225,7 +243,9 @@ def make_variant(model, pset, lc):
         st = statics.static_equilibrium(m, lc["u"], tol=lc["tol"], max_iter=lc["max_iter"])
         omega = 2 * jnp.pi * lc["frequency"]
         inputs = np.concatenate([np.asarray(lc["inputs"]), np.asarray(lc["road_inputs"])])    # static indices
-        res = frf.frequency_response(m, st.r, lc["u"], omega, inputs, lc["mounts"], lc["p2p_mounts"])
+        # linearised as a run from the static state sees the model: tyres and sprung body at rest there
+        res = frf.frequency_response(statics.at_rest(m, st.r), st.r, lc["u"], omega, inputs, lc["mounts"],
+                                     lc["p2p_mounts"], np.asarray(lc["body_slots"]))
         if n_road:                      # the tyre's dynamic rate on each road input's column
             tyres = lc["tyres"]
             k_t = m.bu_k_scale[tyres, 2] * m.bu_k[tyres, 2]
@@ -239,10 +259,15 @@ def make_variant(model, pset, lc):
         mt = jnp.concatenate([res.bushing, p2p], axis=1)           # (nf, mount, component, input): on the first body
         mt = jnp.moveaxis(mt * lc["mount_sign"][None, :, None, None], -1, 1)   # on the chassis side
         out = {}
-        for name, road_name, z in (("wheel_centre_receptance", "wheel_centre_road_transmissibility", wc),
-                                   ("toe_receptance", "toe_road_transfer", tc[:, :, 0]),
-                                   ("camber_receptance", "camber_road_transfer", tc[:, :, 1]),
-                                   ("mount_transfer", "mount_road_transfer", mt)):
+        pairs = [("wheel_centre_receptance", "wheel_centre_road_transmissibility", wc),
+                 ("toe_receptance", "toe_road_transfer", tc[:, :, 0]),
+                 ("camber_receptance", "camber_road_transfer", tc[:, :, 1]),
+                 ("mount_transfer", "mount_road_transfer", mt)]
+        if len(lc["body_slots"]):       # the sprung body's heave (z) and roll (about x): (nf, input)
+            pairs += [("body_heave_receptance", "body_heave_road_transmissibility", res.body[:, 0, 2]),
+                      ("body_roll_receptance", "body_roll_road_transfer", res.body[:, 0, 5])]   # z-y'-x'': x''
+
+        for name, road_name, z in pairs:
             for key, part in ((name, z[:, :n_force]), (road_name, z[:, n_force:])):
                 if part.shape[1]:
                     out[f"{key}_real"], out[f"{key}_imag"] = jnp.real(part), jnp.imag(part)
@@ -300,6 +325,12 @@ def report(ds, cfg, s):
             k = int(np.nanargmax(mag))
             log.info(f"variant {v}: {inp} -> wheel centre z: peak {mag[k]:.4g} m/m at "
                      f"{float(ds.frequency[k]):.3g} Hz (at {float(ds.frequency[0]):g} Hz {mag[0]:.4g} m/m)")
+            if "body_heave_road_transmissibility_real" in ds:
+                hb = np.abs(cube.complex_of(ds, "body_heave_road_transmissibility").isel(variant=v)
+                            .sel(road_input=inp).values)
+                k = int(np.nanargmax(hb))
+                log.info(f"variant {v}: {inp} -> body heave: peak {hb[k]:.4g} m/m at {float(ds.frequency[k]):.3g} Hz "
+                         "(the body mode)")
     if len(ok) and ds.sizes.get("input", 0):
         v = int(ok[0])
         h = cube.complex_of(ds, "wheel_centre_receptance").isel(variant=v)
@@ -326,12 +357,14 @@ class FrequencyResponse(JobKind):
 
     def cube_channels(self, ds):
         """Force inputs' and road inputs' channels as the cube has them."""
-        return channels_of(ds.sizes.get("input", 0), ds.sizes.get("road_input", 0))
+        return channels_of(ds.sizes.get("input", 0), ds.sizes.get("road_input", 0),
+                           "body_heave_receptance_real" in ds or "body_heave_road_transmissibility_real" in ds)
 
     def prepare(self, cfg):
         """``loadcase.tyre`` puts tyres on the model (``model.tyres``, unless
-        the model file sets them): the road inputs need them."""
-        return tyres_from_load_case(cfg, log)
+        the model file sets them): the road inputs need them;
+        ``loadcase.sprung_body`` a sprung body (``model.sprung_body``)."""
+        return rig_from_load_case(cfg, log)
 
     def plan(self, cfg):
         return _plan(cfg)

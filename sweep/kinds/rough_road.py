@@ -41,9 +41,9 @@ import logging
 import numpy as np
 from omegaconf import OmegaConf
 
-from kernels import loads, road
+from kernels import loads, road, statics
 from sweep.kinds import time_response
-from sweep.kinds.base import tyres_from_load_case
+from sweep.kinds.base import rig_from_load_case
 from sweep.kinds.time_response import TimeResponse
 from sweep.model_builder import TYRE, tyre_values
 from sweep.schema import LOADS, Float, Int, Map, Optional as Opt, Str, fail, fmt
@@ -87,6 +87,7 @@ class RoughRoad(TimeResponse):
                      "seed": Int(ge=0), "f_min": Float(gt=0, unit="Hz"), "f_max": Float(gt=0, unit="Hz")},
                     strict=True),
         "tyre": Map({"rate": Float(gt=0, unit="N/m"), "damping": Float(ge=0, unit="N s/m")}, strict=True),
+        "sprung_body": Opt(Map({"mass_per_wheel": Float(gt=0, unit="kg")}, strict=True)),
         "resolution": Float(gt=0, unit="Hz"),
         "woehler_exponent": Float(gt=0),
     }, strict=True)
@@ -133,10 +134,11 @@ class RoughRoad(TimeResponse):
         return list(TYRE_BUSHINGS) + body_mounts(model.topology)
 
     def prepare(self, cfg):
-        """The model with the load case's tyres (``model.tyres`` unless the
-        model file sets them). The backend is the time response's choice
+        """The model with the load case's tyres and sprung body
+        (``model.tyres``, ``model.sprung_body``, each unless the model file
+        sets it). The backend is the time response's choice
         (``integrator.backend``: auto picks the generated C for large jobs)."""
-        return tyres_from_load_case(cfg, log)
+        return rig_from_load_case(cfg, log)
 
     def plan(self, cfg):
         plan = super().plan(cfg)
@@ -161,10 +163,12 @@ class RoughRoad(TimeResponse):
 
 
 def body_mounts(topo):
-    """Names of the bushings between a body and the chassis, the tyres left out."""
-    m = topo.n_bodies
+    """Names of the bushings between a body and the chassis (or the sprung
+    body), the tyres and the sprung body's guide left out."""
+    m = statics.mount_slot(topo)
+    rig = statics.rig_bushings(topo)
     return [n for n, b in zip(topo.bushing_names, np.asarray(topo.bushing_bodies))
-            if m in b and not n.startswith(TYRE + "_")]
+            if m in b and n not in rig]
 
 
 def damage_equivalent_load(x, m, n_eq):

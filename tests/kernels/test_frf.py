@@ -67,3 +67,106 @@ def test_two_mass_oscillator_equals_the_closed_form():
     # the response has its two resonances inside the band (it is not a flat line)
     mag = np.abs(expected[:, 0])
     assert mag.max() > 5 * mag[0] and np.ptp(np.angle(expected[:, 0])) > 2.5
+
+
+# ----- a sprung body (model.sprung_body): two quarter cars, exactly
+
+MS, MU, KS, CS, KT, CT = 400.0, 35.0, 3.0e4, 1.5e3, 2.5e5, 100.0   # kg, kg, N/m, N s/m, N/m, N s/m
+HALF_TRACK = 0.75                                                   # m
+
+
+def quarter_car_config():
+    """A model file: per side a wheel (35 kg, its rotation inertia
+    negligible) on a vertical spring-damper to the chassis at the wheel
+    centre, stiff in the other directions; tyres; the chassis side on a
+    sprung body of 400 kg per wheel. No gravity, no loads: the state at rest
+    is the design state, so the linearisation has no preload terms."""
+    stiff, turn = 1.0e8, 1.0e4
+    return {"name": "quarter_cars", "gravity": [0.0, 0.0, 0.0],
+            "hardpoints": {"WC": [0.0, HALF_TRACK, 0.3]},
+            "per_side": {"bodies": {"wheel": {"mass": MU, "com": "WC", "inertia": [1e-4, 1e-4, 1e-4]}},
+                         "bushings": {"suspension": {"bodies": ["chassis", "wheel"], "at": "WC",
+                                                     "stiffness": [stiff, stiff, KS, turn, turn, turn],
+                                                     "damping": [0.0, 0.0, CS, 0.0, 0.0, 0.0]}}},
+            "wheels": {"left": "wheel_left", "right": "wheel_right"},
+            "tyres": {"rate": KT, "damping": CT}, "sprung_body": {"mass_per_wheel": MS}}
+
+
+def quarter_car(w, road=True):
+    """(sprung, unsprung) displacement of a quarter car per unit road height
+    (``road``) or per unit force on the wheel (numpy solve of the 2x2)."""
+    D = np.array([[KS - MS * w ** 2 + 1j * w * CS, -(KS + 1j * w * CS)],
+                  [-(KS + 1j * w * CS), KS + KT - MU * w ** 2 + 1j * w * (CS + CT)]])
+    return np.linalg.solve(D, [0.0, (KT + 1j * w * CT) if road else 1.0])
+
+
+def test_sprung_body_is_two_quarter_cars():
+    """The sprung body (mass 2 m, roll inertia 2 m s^2 on a guide free in
+    heave and roll) is a mass m per wheel on a vertical guide: a unit road
+    height under the left tyre moves the left wheel as the quarter car's
+    unsprung mass and the body in heave by half, in roll by 1 / (2 s) of the
+    quarter car's sprung mass; the right wheel does not answer. Through
+    kernels.frf on the at-rest model (the road input: the wheel's fz times
+    the tyre's dynamic rate, as the frf kind applies it)."""
+    from sweep.model_builder import build_tables
+    from kernels.model import build_model
+    model = build_model(build_tables(quarter_car_config(), source="test"))
+    topo = model.topology
+    u = jnp.zeros((2, 6))
+    st = statics.equilibrium(model, u)
+    assert bool(st.converged)
+    rest = statics.at_rest(model, st.r)
+    body = statics.mount_slot(topo)
+    assert topo.body_names[body] == "sprung_body"
+    f = np.geomspace(0.3, 60.0, 50)
+    w = 2 * np.pi * f
+    left_fz = [frf.INPUTS.index("left_fz")]
+    response = jax.jit(lambda m: frf.frequency_response(m, st.r, u, w, left_fz, bodies=[body]))
+    res = response(rest)
+    dyn = KT + 1j * w * CT                                       # road -> wheel force
+    expected = np.array([quarter_car(x) for x in w])             # (nf, 2): sprung, unsprung
+    np.testing.assert_allclose(np.asarray(res.wheel_centre[:, 0, 2, 0]) * dyn, expected[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(res.body[:, 0, 2, 0]) * dyn, expected[:, 0] / 2, rtol=1e-6)
+    # roll: the z-y'-x'' angle x'' (coordinate 5); the wheels' own rotation
+    # inertia (2e-4 kg m^2, on stiff rotation springs) rolls with the body: 1e-5
+    np.testing.assert_allclose(np.asarray(res.body[:, 0, 5, 0]) * dyn, expected[:, 0] / (2 * HALF_TRACK),
+                               rtol=1e-5)
+    assert np.max(np.abs(np.asarray(res.wheel_centre[:, 1, 2, 0]))) < 1e-9 * np.max(np.abs(expected[:, 1]))
+    # the body mode is inside the band: the sprung mass's transmissibility peaks near 1.3 Hz above 1
+    mag = np.abs(expected[:, 0])
+    assert 0.9 < f[np.argmax(mag)] < 1.6 and mag.max() > 1.5
+    # held, as built (the static problems, K&C, modes): the body moves only
+    # as far as the guide's held rate lets it, about 1 / (1e10 N/m) per N
+    held = response(model)
+    assert np.max(np.abs(np.asarray(held.body[:, 0, 2, 0]))) < 1e-4 * np.max(np.abs(np.asarray(res.body[:, 0, 2, 0])))
+
+
+def test_sprung_body_rests_in_the_static_state_of_the_held_axle():
+    """The toy axle under 5 kN per wheel with tyres and a sprung body: its
+    static state is the plain axle's (to 1e-6 m, rad: the guide's held rate
+    is finite), and from it, at rest, every generalised force vanishes (the
+    guide carries the held force as a constant) - a run starts in
+    equilibrium - while the guide is free in heave and roll."""
+    from kernels import dynamics
+    from kernels.names import SPRUNG_BODY_FREE
+    from sweep.model_builder import load_model_file, model_from_config
+    cfg = load_model_file("configs/model/toy_trailing_arm.yaml")
+    plain = model_from_config(cfg)
+    cfg.update(tyres={"rate": 250e3, "damping": 100.0}, sprung_body={"mass_per_wheel": 420.0})
+    sprung = model_from_config(cfg)
+    u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
+    r0 = statics.equilibrium(plain, u).r
+    st = statics.equilibrium(sprung, u)
+    assert bool(st.converged)
+    n = plain.topology.n_bodies
+    np.testing.assert_allclose(st.r[:n], r0, atol=1e-6)
+    rest = statics.at_rest(sprung, st.r)
+    q = dynamics.q_fn(rest, st.r, jnp.zeros_like(st.r), u)
+    assert float(jnp.max(jnp.abs(q))) < 1e-6
+    g = statics.guide_row(sprung.topology)
+    free = list(SPRUNG_BODY_FREE)
+    np.testing.assert_array_equal(np.asarray(rest.bu_k[g, free]), 0.0)
+    assert abs(float(rest.bu_preload[g, 2])) > 100.0       # the body's weight differs from the springs' force
+    # the body mounts are the toy's bushings to the chassis, now on the body
+    from sweep.kinds.rough_road import body_mounts
+    assert body_mounts(sprung.topology) == body_mounts(plain.topology)
