@@ -832,7 +832,8 @@ def bode_figure(ds, path=None, max_variants=12, dpi=120):
     of the wheel-centre receptance along each input's own direction at the
     input's wheel (vertical, lateral, longitudinal as present) and of the
     largest body-mount force per unit vertical input (phase unwrapped over
-    frequency), one line per variant
+    frequency), and a sprung body's heave where the cube has it (the body
+    mode), one line per variant
     (at most ``max_variants``: the nominal and evenly picked others; the band
     of all ok variants shaded). Returns the figure; ``path``: also a PNG."""
     from sweep import status as st
@@ -851,6 +852,14 @@ def bode_figure(ds, path=None, max_variants=12, dpi=120):
         panels += [(f"{i} -> wheel centre z", "m/m", 1.0,
                     lambda v, i=i: hr.isel(variant=v).sel(road_input=i, side=i[:-5], axis="z").values)
                    for i in roads]
+    if roads and "body_heave_road_transmissibility_real" in ds:     # a sprung body: the ride's body mode
+        hb = complex_of(ds, "body_heave_road_transmissibility")
+        panels.append((f"{roads[0]} -> body heave", "m/m", 1.0,
+                       lambda v: hb.isel(variant=v).sel(road_input=roads[0]).values))
+    elif inputs and "body_heave_receptance_real" in ds:
+        hb = complex_of(ds, "body_heave_receptance")
+        vz = next((i for i in inputs if i.endswith("fz")), inputs[0])
+        panels.append((f"{vz} -> body heave", "mm/kN", 1e6, lambda v: hb.isel(variant=v).sel(input=vz).values))
     if inputs:
         m, dim, units = complex_of(ds, "mount_transfer"), "input", "N/N"
         vin = next((i for i in inputs if i.endswith("fz")), inputs[0])

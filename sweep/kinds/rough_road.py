@@ -302,14 +302,16 @@ def statistics(ds, cfg, s):
         },
         coords={"frequency": ("frequency", f, {"units": "Hz", "long_name": "frequency of the PSDs"}),
                 "mount": ("mount", np.array(mounts, dtype=str),
-                          {"long_name": "body mount: a bushing between a body and the chassis"}),
+                          {"long_name": "body mount: a bushing between a body and the chassis (or the sprung body)"}),
                 "force_axis": ("force_axis", np.array(FORCE_AXES),
                                {"long_name": "force component, vehicle frame"})})
     write_beside(out, s["path"])
     n_lift = int(lift.any(axis=1).sum())
     log.info(f"road: ISO 8608 Gd(n0) = {road_of(lc)[0]:.3g} m^3 at {lc['road']['speed']} m/s, "
              f"{len(prof.omega)} harmonics {lc['road']['f_min']}-{lc['road']['f_max']} Hz, coherence "
-             f"{lc['road'].get('coherence', 0.0)}; tyre {rate:.4g} N/m, {damping:.4g} N s/m")
+             f"{lc['road'].get('coherence', 0.0)}; tyre {rate:.4g} N/m, {damping:.4g} N s/m; "
+             + (f"sprung body {float(cfg.model.sprung_body.mass_per_wheel):.4g} kg per wheel (free in heave and roll)"
+                if cfg.model.get("sprung_body") is not None else "body held as on a rig"))
     if ok.any():
         rc = r_contact[ok]
         log.info("tyre contact force RMS (left, median over ok variants): "
