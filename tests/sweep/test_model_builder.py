@@ -100,3 +100,49 @@ def test_a_model_in_millimetres_is_refused_with_a_hint():
     stop["per_side"]["p2p"]["bump_stop"]["clearance"] = 70
     with pytest.raises(ModelError, match=r"model.p2p.bump_stop_left.clearance = 70.* is this millimetres\?"):
         build_tables(stop)
+
+
+@pytest.mark.parametrize("spec, tyres, words", [
+    ({"mass_per_wheel": 0.42}, True, "tonnes"),
+    ({"mass_per_wheel": 4.2e5}, True, "tonnes or grams"),
+    ({"mass_per_wheel": "heavy"}, True, "not a number"),
+    ({"mass": 420.0}, True, "mass_per_wheel"),
+    ({"mass_per_wheel": 420.0}, False, "stands on the tyres"),
+])
+def test_a_bad_sprung_body_is_refused(spec, tyres, words):
+    """A sprung mass per wheel outside 50-5000 kg (a likely unit mistake), a
+    wrong key, or a sprung body without tyres (it would float) is one
+    error naming model.sprung_body."""
+    cfg = load_model_cfg("toy_trailing_arm")
+    cfg["sprung_body"] = spec
+    if tyres:
+        cfg["tyres"] = {"rate": 250e3, "damping": 100.0}
+    with pytest.raises(ModelError, match="model.sprung_body") as err:
+        build_tables(cfg)
+    assert words in str(err.value)
+
+
+def test_the_sprung_body_carries_the_chassis_mounts_and_is_no_sweep_target():
+    """Every element end on the chassis moves onto the sprung body (mass 2 m,
+    roll inertia 2 m s^2 at the middle of the wheel centres); the tyres' and
+    the guide's ground ends stay; a sweep pattern skips the guide, and a
+    pattern matching only the rig is an error."""
+    from sweep.params import build_parameters
+    from sweep.schema import ConfigError
+    cfg = load_model_cfg("toy_trailing_arm")
+    cfg.update(tyres={"rate": 250e3, "damping": 100.0}, sprung_body={"mass_per_wheel": 420.0})
+    t = build_tables(cfg)
+    body = _row(t, "bodies", "sprung_body")
+    assert body["mass"] == 840.0
+    assert body["inertia"][0][0] == pytest.approx(840.0 * 0.75 ** 2)
+    np.testing.assert_allclose(body["position"], [0.0, 0.0, 0.0])
+    on_ground = {mk["name"] for mk in t["markers"] if mk["body"] == 0}
+    assert on_ground == {"sprung_body_guide/1", "tyre_left/1", "tyre_right/1"}
+    model = build_model(t)
+    pset = build_parameters({"k": {"target": "bushing.stiffness", "elements": "*", "bounds": [0.5, 2.0]}}, model)
+    rows = set(np.asarray(pset.params[0].index[0]).ravel().tolist())
+    names = model.topology.bushing_names
+    assert {names[i] for i in rows} == {n for n in names if n not in ("sprung_body_guide", "tyre_left", "tyre_right")}
+    with pytest.raises(ConfigError, match="sprung_body_guide"):
+        build_parameters({"g": {"target": "bushing.stiffness", "elements": "sprung_*", "bounds": [0.5, 2.0]}},
+                         model)
