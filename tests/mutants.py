@@ -427,6 +427,14 @@ MUTANTS = [
              "else r_start\n    model_c, u_c, r0 =",
              "    r0 = model.r_design if r_start is None else r_start\n    model_c, u_c, r0 =")],
            ["tests/kernels/test_road.py::test_tyres_carry_no_static_load_of_their_own"]),
+    Mutant("sprung_body_roll_inertia", "sprung body: roll inertia m s^2 (one wheel's mass) instead of 2 m s^2",
+           [("sweep/model_builder.py", "    i_roll = m * s_half ** 2", "    i_roll = mass_per_wheel * s_half ** 2")],
+           ["tests/kernels/test_frf.py::test_sprung_body_is_two_quarter_cars"]),
+    Mutant("sprung_body_held_at_rest", "sprung body: the guide keeps its held rate in heave after the static "
+           "state (the body never moves)",
+           [("kernels/statics.py", "bu_k=model.bu_k.at[g, free].set(0.0)", "bu_k=model.bu_k.at[g, free[1:]].set(0.0)")],
+           ["tests/kernels/test_frf.py::test_sprung_body_is_two_quarter_cars",
+            "tests/kernels/test_frf.py::test_sprung_body_rests_in_the_static_state_of_the_held_axle"]),
     # ------------------------------------------------------------ the result cube (sweep/engine)
     Mutant("cube_param_order", "cube: each chunk's parameter values recorded in reverse order "
            "(its results in order): every sensitivity read from the wrong variant",
