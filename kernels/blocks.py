@@ -294,17 +294,45 @@ def inv6(D):
     return B
 
 
-def factor(elim: Elimination, A):
+def inv6_pivoted(D):
+    """Inverse of (..., 6, 6) blocks by Gauss-Jordan with partial pivoting
+    (unrolled; the row swaps as gathers, so it vectorises over variants).
+    For blocks that need not be close to positive definite: the stiffness
+    blocks of a static Newton step, whose diagonal entries in the Euler
+    angle coordinates can be zero where the block is regular."""
+    n = D.shape[-1]
+    A = D
+    B = jnp.broadcast_to(jnp.eye(n, dtype=D.dtype), D.shape)
+    idx = jnp.arange(n)
+    for k in range(n):
+        p = k + jnp.argmax(jnp.abs(A[..., k:, k]), axis=-1)          # (...,) pivot row
+        perm = jnp.where(idx == k, p[..., None], jnp.where(idx == p[..., None], k, idx))
+        A = jnp.take_along_axis(A, perm[..., :, None], axis=-2)
+        B = jnp.take_along_axis(B, perm[..., :, None], axis=-2)
+        piv = 1.0 / A[..., k, k]
+        rowA = A[..., k, :] * piv[..., None]
+        rowB = B[..., k, :] * piv[..., None]
+        col = A[..., :, k]
+        e = (idx == k).astype(D.dtype)
+        f = col - e
+        A = A - f[..., :, None] * rowA[..., None, :]
+        B = B - f[..., :, None] * rowB[..., None, :]
+    return B
+
+
+def factor(elim: Elimination, A, inverse=None):
     """Numeric block LU of A given as (pattern.n, 6, 6) slot blocks.
 
     Returns per superstep (L, U, Dinv): L_ik = A_ik D_k^-1 for the later rows
     i of its pivots k, U_kj = A_kj (after the earlier Schur updates) for the
-    later columns j, and the inverted (Schur-updated) pivot blocks D_k^-1."""
+    later columns j, and the inverted (Schur-updated) pivot blocks D_k^-1
+    (``inverse``: how a pivot block is inverted, default :func:`inv6`)."""
+    inverse = inv6 if inverse is None else inverse
     zero = jnp.zeros((1, 6, 6), A.dtype)
     a = jnp.concatenate([A[: elim.pattern.n], zero])[elim.gather]
     out = []
     for st in elim.steps:
-        Di = inv6(a[st.diag])
+        Di = inverse(a[st.diag])
         L = mm(a[st.low], Di[st.low_piv]) if len(st.low) else None
         U = a[st.up] if len(st.up) else None
         if len(st.upd_target):

@@ -251,8 +251,33 @@ def at_rest(model, r):
                                bu_k=model.bu_k.at[g, free].set(0.0), bu_c=model.bu_c.at[g, free].set(0.0))
 
 
+def newton_increment(model, r, u, solver="block"):
+    """The Newton increment dr (m, 6) of q(r, 0, u) = 0 at r and the residual
+    [N, N m]: G_r dr = -Q, G_r = dQ/dr and Q = M q the generalised forces.
+    ``solver``: ``block`` solves by the block LU of the body graph
+    (:mod:`kernels.blocks`, the integrators' factorisation, here of -G_r,
+    the stiffness: no pivoting between blocks, partial pivoting inside each
+    pivot block, whose diagonal can be zero in Euler angles), from
+    the block-sparse linearisation; ``dense`` by dense LU of the assembled
+    J_r = M^-1 G_r. The two differ by round-off."""
+    from kernels import blocks
+    from kernels.dynamics import linearise_blocks
+    from kernels.rotations import mv
+    m = model.topology.n_bodies
+    v0 = jnp.zeros_like(r)
+    if solver == "dense":
+        lin = linearise(model, r, v0, u)
+        return -linalg.solve(lin.J_r, lin.q).reshape(m, 6), generalised_residual(model, lin.q.reshape(m, 6))
+    lin = linearise_blocks(model, r, v0, u)
+    elim = blocks.model_elimination(model.topology)
+    q = lin.q.reshape(m, 6)
+    Q = mv(lin.M, q)
+    dr = blocks.solve(elim, blocks.factor(elim, -lin.G_r[: elim.pattern.n], blocks.inv6_pivoted), Q)
+    return dr, generalised_residual(model, q)
+
+
 def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
-                       max_translation=0.02, max_rotation=0.1, polish=2):
+                       max_translation=0.02, max_rotation=0.1, polish=2, solver="block"):
     """Newton iteration for q(r, 0, u) = 0 (eq. 1b at rest).
 
     Args:
@@ -261,6 +286,7 @@ def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
       max_translation, max_rotation: per-iteration step limits [m, rad]
         (a damped Newton step far from equilibrium; inactive near it).
       polish: full Newton steps after convergence (to round-off).
+      solver: ``block`` or ``dense`` (:func:`newton_increment`).
 
     The returned ``r`` is differentiable with respect to the model parameters
     and ``u`` by the implicit function theorem (module doc).
@@ -269,13 +295,9 @@ def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
     model = unloaded_tyres(model)
     r0 = model.r_design if r_start is None else r_start
     model_c, u_c, r0 = _no_grad((model, u, r0))
-    v0 = jnp.zeros_like(r0)
 
     def step(x):
-        r = x.reshape(m, 6)
-        lin = linearise(model_c, r, v0, u_c)
-        res = generalised_residual(model_c, lin.q.reshape(m, 6))
-        dr = -linalg.solve(lin.J_r, lin.q).reshape(m, 6)
+        dr, res = newton_increment(model_c, x.reshape(m, 6), u_c, solver)
         return res, (dr * _limit(dr, max_translation, max_rotation)).reshape(-1)
 
     x, ok, it, res = _newton(step, r0.reshape(-1), tol, max_iter, polish)

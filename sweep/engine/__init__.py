@@ -33,9 +33,11 @@ def run(kind, cfg, cfg_yaml, progress=None):
                    "n_chunks": -(-n // C), "todo": len(todo), "compile_s": 0.0, "run_s": 0.0,
                    "variants_run": 0, "devices": plan.n_dev}
         if todo:
-            run_chunk, summary["compile_s"] = stream.compile_runner(ctx, kind.runner(plan), plan.n_dev)
+            runner = kind.runner(plan)
+            run_chunk, summary["compile_s"] = stream.compile_runner(ctx, runner, plan.n_dev)
             stream.stream_chunks(ctx, plan, store, todo, run_chunk, [c.name for c in plan.channels],
                                  progress, summary)
+            stream.stage_split(runner, summary)
         ctx.checkpoint()
     return summary
 
@@ -61,8 +63,10 @@ def log_split(log, s):
     """Log where a run's time went (the summary's compute_s, write_s,
     write_wait_s) and the peak memory."""
     if "compute_s" in s:
-        log.info(f"run split: chunks computing {s['compute_s']:.2f} s, writing {s['write_s']:.2f} s in the "
-                 f"writer thread (the run waited {s['write_wait_s']:.2f} s for it); {_memory_note()}")
+        stages = (f" (equilibria {s['equilibria_s']:.2f} s, integration {s['integration_s']:.2f} s)"
+                  if "equilibria_s" in s else "")
+        log.info(f"run split: chunks computing {s['compute_s']:.2f} s{stages}, writing {s['write_s']:.2f} s in "
+                 f"the writer thread (the run waited {s['write_wait_s']:.2f} s for it); {_memory_note()}")
 
 
 def log_run(log, s, status, codes=None):

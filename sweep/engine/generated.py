@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import time
 
 import jax
 import numpy as np
@@ -104,16 +105,23 @@ class GeneratedRunner:
                  shared_after=None):
         self.values_key = values_key
         self.first_fn = first
-        if shared_after is None:
-            self.first = mapping.map_variants(first, 1, micro_batch)
-        else:
-            self.first = mapping.map_variants(lambda theta, vec: first((theta, vec)), 1, micro_batch,
-                                              shared_after=shared_after)
+        self.micro_batch = micro_batch
+        self.shared_after = shared_after
+        self.first = self.first_on(1)
         self.second = second
         self.fallback = fallback
         self.lanes = lanes
         self.threads = threads
         self.info = {}
+
+    def first_on(self, n_dev):
+        """The equilibrium stage mapped over ``n_dev`` CPU devices (each its
+        slice of the chunk: :func:`sweep.engine.mapping.map_variants`)."""
+        first = self.first_fn
+        if self.shared_after is None:
+            return mapping.map_variants(first, n_dev, self.micro_batch)
+        return mapping.map_variants(lambda theta, vec: first((theta, vec)), n_dev, self.micro_batch,
+                                    shared_after=self.shared_after)
 
     def lower(self, thetas, key=None):
         """``key``: the job's trace-cache key (:func:`sweep.tracecache.fingerprint`
@@ -142,8 +150,13 @@ class _Lowered:
         dev0 = jax.devices()[0]
         sub = (lambda label: hashlib.sha256(f"{self.key}:{label}".encode()).hexdigest()) if self.key else \
             (lambda label: None)
-        first_fn, first_loaded = tracecache.traced(r.first, (self.thetas,), sub("equilibria"))
-        lowered = first_fn.lower(jax.device_put(self.thetas, dev0))
+        # the equilibria of a chunk over every CPU device (the integration's
+        # threads use every core; without this the equilibria ran on one)
+        n_eq = equilibrium_devices(len(self.thetas))
+        place = (lambda t: jax.device_put(t, dev0)) if n_eq == 1 else (lambda t: mapping.place(t, n_eq))
+        first_fn, first_loaded = tracecache.traced(r.first_on(n_eq), (self.thetas,),
+                                                   sub("equilibria" if n_eq == 1 else f"equilibria:{n_eq}"))
+        lowered = first_fn.lower(place(self.thetas))
         carry = jax.eval_shape(first_fn, self.thetas)
         theta0 = np.zeros(self.thetas.shape[1:], self.thetas.dtype)
         carry0 = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry)
@@ -181,13 +194,28 @@ class _Lowered:
                      f"{kernel.threads} thread(s); traced in {info['trace_s']:.1f} s, generated in "
                      f"{info['generate_s']:.1f} s, compiled in {info['build_s']:.1f} s")
 
+        split = r.info.setdefault("split", {"equilibria_s": 0.0, "integration_s": 0.0})
+
         def run(thetas, m=None):
             thetas = np.asarray(thetas)
             m = len(thetas) if m is None else int(m)
-            c = jax.device_get(first(jax.device_put(thetas, dev0)))
+            t0 = time.perf_counter()
+            c = jax.device_get(first(place(thetas)))
             rows = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], c)
-            return kernel(thetas[:m], rows)
+            t1 = time.perf_counter()
+            out = kernel(thetas[:m], rows)
+            split["equilibria_s"] += t1 - t0
+            split["integration_s"] += time.perf_counter() - t1
+            return out
         return run
+
+
+def equilibrium_devices(chunk):
+    """CPU devices the equilibrium stage of a chunk of ``chunk`` variants is
+    split over: all of this process's CPU devices where they divide it into
+    slices of at least 8 variants, else one."""
+    n = len(jax.devices("cpu")) if jax.default_backend() == "cpu" else 1
+    return n if n > 1 and chunk % n == 0 and chunk // n >= 8 else 1
 
 
 def default_threads():

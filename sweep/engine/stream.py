@@ -236,6 +236,14 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
     return summary
 
 
+def stage_split(runner, summary):
+    """Copy a staged runner's time split (the generated backend's
+    equilibria and integration seconds) into the job's summary."""
+    split = (getattr(runner.fn, "info", None) or {}).get("split")
+    if split:
+        summary.update({k: float(v) for k, v in split.items()})
+
+
 def _readable(store):
     try:
         store.done()
