@@ -34,6 +34,8 @@ PATTERNS = {
     "compile_s": r"wall time: compile ([\d.]+) s",
     "run_s": r"wall time: compile [\d.]+ s, run ([\d.]+) s",
     "compute_s": r"run split: chunks computing ([\d.]+) s",
+    "equilibria_s": r"\(equilibria ([\d.]+) s, integration",
+    "integration_s": r"integration ([\d.]+) s\)",
     "write_s": r"writing ([\d.]+) s in the writer thread",
     "write_wait_s": r"the run waited ([\d.]+) s for it",
     "host_peak_gib": r"peak memory: host ([\d.]+) GiB",
@@ -83,6 +85,9 @@ def run_job(model, n, out_dir, timeout, extra=()):
            f"loadcase.t_start={WINDOW[0]}", f"loadcase.t_end={WINDOW[1]}", "sweep.start=null", "sweep.every=null",
            "output.every=1", f"output.path={path}", "output.overwrite=true", "sweep.progress=false", *extra]
     rec = {"model": model, "variants": n, "command": " ".join(cmd[1:])}
+    if os.path.exists(path):            # a fresh store: a complete one of the same job would be reused
+        import shutil
+        shutil.rmtree(path)
     tic = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -103,6 +108,10 @@ def run_job(model, n, out_dir, timeout, extra=()):
         rec["variant_steps_per_s"] = round(n * steps / rec["run_s"])
     if rec.get("compute_s"):
         rec["compute_variant_steps_per_s"] = round(n * steps / rec["compute_s"])
+    if rec.get("integration_s"):       # the generated backend's stages, same run and threads
+        rec["integration_variant_steps_per_s"] = round(n * steps / rec["integration_s"])
+        if rec.get("run_s"):
+            rec["job_over_integration"] = round(rec["integration_s"] / rec["run_s"], 3)
     rec["cube_mb"] = round(_size_on_disk(path) / 1e6, 2)
     if rec.get("write_s"):
         rec["write_mb_per_s"] = round(rec["cube_mb"] / rec["write_s"], 1)

@@ -10,8 +10,8 @@ shipped sweep, the longitudinal step from 4.95 to 5.05 s: 100 LSRT2 steps of
 - *lifted*: the values as run-time inputs, the tail of every variant's row,
   batched with the parameters (what a hardpoint design runs: each variant
   its own values);
-- *lifted, shared*: the values as run-time inputs, unbatched - taken once
-  from the chunk's first row (``shared_after`` of
+- *lifted, shared*: the values as run-time inputs, unbatched - passed once
+  per chunk beside the parameter rows (``shared`` of
   ``sweep.engine.mapping.map_variants``: what every other job runs; a
   changed value reuses the program).
 
@@ -58,7 +58,7 @@ def main():
     for label, fn, arg in (("folded", tr.make_chunk_runner(plan.model, plan.pset, c, lifted=False), X),
                            ("lifted", tr.make_chunk_runner(plan.model, plan.pset, c, lifted=True), rows),
                            ("lifted, shared", tr.make_chunk_runner(plan.model, plan.pset, c, lifted=True,
-                                                                   shared=True), rows)):
+                                                                   shared=True), (X, lift.vector))):
         tic = time.perf_counter()
         comp = fn.lower(arg).compile()
         runners[label] = (comp, arg, time.perf_counter() - tic)

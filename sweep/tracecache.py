@@ -133,7 +133,8 @@ def traced(runner, example, key):
         except Exception as err:  # noqa: BLE001 - a damaged entry is re-traced
             log.warning(f"warning: trace cache entry {path} unreadable ({err}); tracing again")
     try:
-        specs = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in example)
+        specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype),
+                                       tuple(example))
         blob = jax.export.export(runner)(*specs).serialize()
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")

@@ -95,18 +95,18 @@ class GeneratedRunner:
     the generated ``second`` folds in (its C is specialised to them, unlike
     the XLA stages, which read them at run time: :mod:`sweep.engine.values`);
     it keys the generated code's cache entry beside the job's key.
-    ``shared_after`` = P: the rows' values (after the P parameters) are the
-    same in every row and ``first`` also takes a pair ``(theta, values)``:
-    the equilibrium stage then reads them unbatched
-    (:func:`sweep.engine.mapping.map_variants`)."""
+    ``shared``: the values are the same for every variant, and a chunk is
+    the pair ``(thetas, values)`` (:func:`sweep.engine.mapping.map_variants`):
+    the equilibrium stage reads them unbatched, the generated integration
+    takes the thetas only."""
     host = True
 
     def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key="",
-                 shared_after=None):
+                 shared=False):
         self.values_key = values_key
         self.first_fn = first
         self.micro_batch = micro_batch
-        self.shared_after = shared_after
+        self.shared = shared
         self.first = self.first_on(1)
         self.second = second
         self.fallback = fallback
@@ -118,10 +118,10 @@ class GeneratedRunner:
         """The equilibrium stage mapped over ``n_dev`` CPU devices (each its
         slice of the chunk: :func:`sweep.engine.mapping.map_variants`)."""
         first = self.first_fn
-        if self.shared_after is None:
+        if not self.shared:
             return mapping.map_variants(first, n_dev, self.micro_batch)
         return mapping.map_variants(lambda theta, vec: first((theta, vec)), n_dev, self.micro_batch,
-                                    shared_after=self.shared_after)
+                                    shared=True)
 
     def lower(self, thetas, key=None):
         """``key``: the job's trace-cache key (:func:`sweep.tracecache.fingerprint`
@@ -133,14 +133,17 @@ class GeneratedRunner:
 
 class _Lowered:
     def __init__(self, runner, thetas, key=None):
-        self.runner, self.thetas, self.key = runner, np.asarray(thetas), key
+        pair = isinstance(thetas, tuple)          # (thetas, shared values)
+        self.runner, self.key = runner, key
+        self.thetas = tuple(np.asarray(a) for a in thetas) if pair else np.asarray(thetas)
+        self.theta_rows = self.thetas[0] if pair else self.thetas
 
     def lanes(self):
         """Variants per vector: the runner's (4, AVX2) for a batch; 1 for a
         chunk of one variant, whose other three lanes would compute padding:
         scalar code steps 10-15 % faster there and gcc builds it in a
         quarter less time (BENCHMARKS.md, "Generated backend, sixth session")."""
-        return 1 if len(self.thetas) == 1 else self.runner.lanes
+        return 1 if len(self.theta_rows) == 1 else self.runner.lanes
 
     def compile(self):
         import hashlib
@@ -152,13 +155,13 @@ class _Lowered:
             (lambda label: None)
         # the equilibria of a chunk over every CPU device (the integration's
         # threads use every core; without this the equilibria ran on one)
-        n_eq = equilibrium_devices(len(self.thetas))
+        n_eq = equilibrium_devices(len(self.theta_rows))
         place = (lambda t: jax.device_put(t, dev0)) if n_eq == 1 else (lambda t: mapping.place(t, n_eq))
         first_fn, first_loaded = tracecache.traced(r.first_on(n_eq), (self.thetas,),
                                                    sub("equilibria" if n_eq == 1 else f"equilibria:{n_eq}"))
         lowered = first_fn.lower(place(self.thetas))
         carry = jax.eval_shape(first_fn, self.thetas)
-        theta0 = np.zeros(self.thetas.shape[1:], self.thetas.dtype)
+        theta0 = np.zeros(self.theta_rows.shape[1:], self.theta_rows.dtype)    # the integration reads thetas only
         carry0 = jax.tree_util.tree_map(lambda a: np.zeros(a.shape[1:], a.dtype), carry)
         # XLA compiles the equilibrium stage (native code, without the GIL)
         # while this thread traces and generates the integration and gcc
@@ -167,7 +170,7 @@ class _Lowered:
             first_job = pool.submit(lowered.compile)
             try:
                 gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=self.lanes(),
-                                                    prekey=sub("integration:" + r.values_key))
+                                                    prekey=sub(f"integration:{theta0.shape}:" + r.values_key))
                 err = None
             except (emit.Unsupported, build.BuildError) as e:
                 err = e
@@ -176,7 +179,7 @@ class _Lowered:
             log.warning(f"warning: generated backend not available ({err}); running on XLA")
             r.info = {"backend": "xla", "why": str(err)}
             compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
-            return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(np.asarray(thetas), dev0)))
+            return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(thetas, dev0)))
         kernel = build.Kernel(gen, fn, threads=r.threads)
         r.info = {"backend": "generated", "statements": gen.n_statements, "lanes": gen.W,
                   "threads": kernel.threads, **info,
@@ -197,13 +200,13 @@ class _Lowered:
         split = r.info.setdefault("split", {"equilibria_s": 0.0, "integration_s": 0.0})
 
         def run(thetas, m=None):
-            thetas = np.asarray(thetas)
-            m = len(thetas) if m is None else int(m)
+            theta_rows = np.asarray(thetas[0] if isinstance(thetas, tuple) else thetas)
+            m = len(theta_rows) if m is None else int(m)
             t0 = time.perf_counter()
             c = jax.device_get(first(place(thetas)))
             rows = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], c)
             t1 = time.perf_counter()
-            out = kernel(thetas[:m], rows)
+            out = kernel(theta_rows[:m], rows)
             split["equilibria_s"] += t1 - t0
             split["integration_s"] += time.perf_counter() - t1
             return out

@@ -149,14 +149,23 @@ def mesh(n_dev):
 
 
 def place(thetas, n_dev):
-    """Put a chunk's parameter rows on the devices, split along ``variant``."""
+    """Put a chunk's parameter rows on the devices, split along ``variant``;
+    a pair ``(thetas, values)`` (:func:`map_variants`, ``shared``): the
+    values whole on every device."""
+    if isinstance(thetas, tuple):
+        th, vec = thetas
+        if n_dev <= 1:
+            return jnp.asarray(th), jnp.asarray(vec)
+        from jax.sharding import NamedSharding, PartitionSpec
+        return (jax.device_put(jnp.asarray(th), NamedSharding(mesh(n_dev), PartitionSpec("variant"))),
+                jax.device_put(jnp.asarray(vec), NamedSharding(mesh(n_dev), PartitionSpec())))
     if n_dev <= 1:
         return jnp.asarray(thetas)
     from jax.sharding import NamedSharding, PartitionSpec
     return jax.device_put(jnp.asarray(thetas), NamedSharding(mesh(n_dev), PartitionSpec("variant")))
 
 
-def map_variants(variant, n_dev=1, micro_batch=None, shared_after=None):
+def map_variants(variant, n_dev=1, micro_batch=None, shared=False):
     """``jit(vmap(variant))`` over the leading axis; on ``n_dev`` > 1 devices
     every device maps its own slice of the chunk (``jax.shard_map``).
 
@@ -173,27 +182,27 @@ def map_variants(variant, n_dev=1, micro_batch=None, shared_after=None):
     of B variants, vmapped inside (the working set of a group stays in the
     CPU caches). None or 0: one vmap over the slice.
 
-    ``shared_after`` = P: the rows are ``[theta (P) | values]`` with the same
-    values in every row (a model's and load case's values read at run time,
-    :mod:`sweep.engine.values`), and ``variant(theta, values)`` takes them
-    apart: the values are taken once from the slice's first row and stay
-    unbatched - batched, every product of them is computed per variant
-    (measured: 22 % of the double wishbone's chunk time;
-    ``benchmarks/lifted_values.py``)."""
+    ``shared``: the chunk is a pair ``(thetas (C, P), values (V,))`` with
+    the values shared by every variant (a model's and load case's values read
+    at run time, :mod:`sweep.engine.values`), mapped as ``variant(theta,
+    values)``: the values are passed once (not repeated per row: a double
+    wishbone's are 55,000 numbers) and stay unbatched - batched, every product
+    of them is computed per variant (measured: 22 % of the double wishbone's
+    chunk time; ``benchmarks/lifted_values.py``)."""
     def over(fn, thetas):
         if micro_batch:
             return jax.lax.map(fn, thetas, batch_size=int(micro_batch))
         return jax.vmap(fn)(thetas)
-    if shared_after is None:
+    if not shared:
         f = lambda thetas: over(variant, thetas)  # noqa: E731
     else:
-        n_params = int(shared_after)
-        f = lambda rows: over(lambda theta: variant(theta, rows[0, n_params:]), rows[:, :n_params])  # noqa: E731
+        f = lambda pair: over(lambda theta: variant(theta, pair[1]), pair[0])  # noqa: E731
     if n_dev > 1:
         from jax.sharding import PartitionSpec as P
         # check_vma=False: the kernels know nothing of meshes (no pcast of loop
         # carries); every value is per-device anyway
-        f = jax.shard_map(f, mesh=mesh(n_dev), in_specs=P("variant"), out_specs=P("variant"),
+        spec = ((P("variant"), P()),) if shared else P("variant")     # shared values: on every device
+        f = jax.shard_map(f, mesh=mesh(n_dev), in_specs=spec, out_specs=P("variant"),
                           check_vma=False)
     return jax.jit(f)
 

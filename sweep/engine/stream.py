@@ -100,17 +100,19 @@ def compile_runner(ctx, runner, n_dev):
     (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile seconds)."""
     from sweep import tracecache
     device = runner.device
-    place = (lambda t: jax.device_put(np.asarray(t), device)) if device is not None else \
-        (lambda t: mapping.place(t, n_dev))
+    place = (lambda t: jax.device_put(t if isinstance(t, tuple) else np.asarray(t), device)) \
+        if device is not None else (lambda t: mapping.place(t, n_dev))
     thetas = runner.example
+    pair = isinstance(thetas, tuple)            # a runner of shared values: (thetas, values)
+    as_arrays = (lambda t: tuple(np.asarray(a) for a in t)) if pair else np.asarray
     log.info("compiling %s (once per job) ...", runner.what)
     tic = time.perf_counter()
 
     def build():
         if getattr(runner.fn, "host", False):       # runs on the host; the generated backend keys its cache
-            compiled = runner.fn.lower(np.asarray(thetas), key=runner.key if n_dev == 1 else None).compile()
+            compiled = runner.fn.lower(as_arrays(thetas), key=runner.key if n_dev == 1 else None).compile()
             return compiled, bool(getattr(runner.fn, "info", {}).get("trace_skipped"))
-        fn, loaded = tracecache.traced(runner.fn, (np.asarray(thetas),), runner.key if n_dev == 1 else None)
+        fn, loaded = tracecache.traced(runner.fn, (as_arrays(thetas),), runner.key if n_dev == 1 else None)
         return fn.lower(place(thetas)).compile(), loaded
     compiled, loaded = ctx.wait(build, doing="the compilation")
     compile_s = time.perf_counter() - tic
@@ -122,7 +124,7 @@ def compile_runner(ctx, runner, n_dev):
     host = getattr(runner.fn, "host", False)
 
     def run_chunk(thetas, m, next_thetas=None):
-        rows = values.rows(thetas, vec)
+        rows = values.rows(thetas, vec, pair)
         if next_thetas is not None and hasattr(vec, "prefetch"):
             vec.prefetch(next_thetas)        # per-variant values: the next chunk's built meanwhile
         return compiled(rows, m) if host else jax.device_get(compiled(place(rows)))

@@ -116,10 +116,15 @@ def _keyable(x):
     return x
 
 
-def rows(thetas, vector):
+def rows(thetas, vector, pair=False):
     """Parameter rows (C, P) with the values appended to each: a vector (V,)
-    shared by every variant, or a :class:`PerVariant` giving each row its own."""
+    shared by every variant, or a :class:`PerVariant` giving each row its own.
+    ``pair``: a shared vector's runner takes ``(thetas, vector)`` instead
+    (:func:`sweep.engine.mapping.map_variants`, ``shared``: the values once,
+    not repeated per row)."""
     thetas = np.asarray(thetas, np.float64)
+    if pair:
+        return thetas, np.asarray(vector, np.float64)
     if callable(vector):
         return np.concatenate([thetas, vector(thetas)], axis=1)
     if vector is None or np.size(vector) == 0:
@@ -284,4 +289,13 @@ def parameter_structure(pset):
     return tuple((p.field, tuple(np.asarray(i).tolist() for i in p.index), p.mode) for p in pset.params)
 
 
-__all__ = ["Lifted", "Slot", "PerVariant", "differentiable_values", "rows", "run_values", "parameter_structure"]
+def example(chunk, n_params, size, pair=False):
+    """A runner's example argument: rows (chunk, P + V), or the pair
+    ``(thetas (chunk, P), values (V,))`` of a runner of shared values."""
+    if pair:
+        return np.zeros((chunk, n_params)), np.zeros(size)
+    return np.zeros((chunk, n_params + size))
+
+
+__all__ = ["Lifted", "Slot", "PerVariant", "differentiable_values", "rows", "run_values", "parameter_structure",
+           "example"]

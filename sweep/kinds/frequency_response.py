@@ -285,7 +285,7 @@ def chunk_runner(model, pset, lc, n_dev=1, lifted=False, shared=False):
     """jit(vmap(variant)) over a chunk of rows; ``lifted``: rows ``[theta |
     values]``, values = ``Lifted(run_inputs(model, lc)).vector``; ``shared``:
     the same values in every row (no hardpoint design), kept unbatched
-    (:func:`sweep.engine.mapping.map_variants`, ``shared_after``)."""
+    (:func:`sweep.engine.mapping.map_variants`, ``shared``: a chunk is the pair (thetas, values))."""
     P = len(pset)
     lift = None
     if lifted:
@@ -302,7 +302,7 @@ def chunk_runner(model, pset, lc, n_dev=1, lifted=False, shared=False):
         mdl, case = lift.rebuild(vec)
         return make_variant(mdl, pset, {**lc, **case})(theta)
     if lift is not None and shared:
-        return mapping.map_variants(variant_shared, n_dev, shared_after=P)
+        return mapping.map_variants(variant_shared, n_dev, shared=True)
     return mapping.map_variants(variant, n_dev)
 
 
@@ -374,13 +374,13 @@ class FrequencyResponse(JobKind):
         what = (f"frequency-response chunk runner: {topo.name} ({topo.n_dof} DOF), static equilibrium + "
                 f"{len(lc['frequency'])} complex solves of {topo.n_dof} coordinates, {plan.chunk} variant(s) "
                 f"per chunk on " + (mapping.devices_note(n_dev) if n_dev > 1 else "one device"))
-        from sweep.engine.values import run_values
+        from sweep.engine.values import example as values_example, run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
         fn = chunk_runner(plan.model, plan.pset, lc, n_dev, lifted=True, shared=shared)
-        key = fingerprint(NAME, plan.chunk, structure, plan.n_dev, shared)
-        return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + size)), what, key=key, values=vals)
+        key = fingerprint(NAME, plan.chunk, structure, plan.n_dev, shared, "pair" if shared else "rows")
+        return Runner(fn, values_example(plan.chunk, len(plan.pset), size, shared), what, key=key, values=vals)
 
     def static_state(self, model, cfg):
         """The free static equilibrium under the load case's wheel loads."""

@@ -210,7 +210,7 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False, shared=Fa
     loaded radius, brake-lock stiffness and ride load read at run time
     (:mod:`sweep.engine.values`); ``shared``: every row has the same values
     (no hardpoint design), which then stay unbatched
-    (:func:`sweep.engine.mapping.map_variants`, ``shared_after``)."""
+    (:func:`sweep.engine.mapping.map_variants`, ``shared``: a chunk is the pair (thetas, values))."""
     P = len(pset)
     if lifted:
         from sweep.engine.values import Lifted
@@ -257,7 +257,7 @@ def make_kc_runner(model, pset, lc, lock_index, n_dev=1, lifted=False, shared=Fa
         return {**met, **curve, "converged": ok_step.astype(jnp.int8)}, code, eq.iterations
 
     if lift is not None and shared:
-        return mapping.map_variants(lambda theta, vec: _variant(*lift.rebuild(vec), theta), n_dev, shared_after=P)
+        return mapping.map_variants(lambda theta, vec: _variant(*lift.rebuild(vec), theta), n_dev, shared=True)
     return mapping.map_variants(variant, n_dev)
 
 
@@ -352,16 +352,16 @@ class KinematicsAndCompliance(JobKind):
         what = (f"K&C chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"design position + {lc['analysis']} ({len(lc['amplitudes'])} steps), "
                 f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
-        from sweep.engine.values import run_values
+        from sweep.engine.values import example as values_example, run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
         fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev, lifted=True, shared=shared)
         # keyed on structure: the values are the rows' tail (the brake-lock
         # rows follow from the nominal geometry and are part of the structure)
-        key = fingerprint(NAME, plan.chunk, structure, lc["lock_index"], plan.n_dev, shared)
-        rows = np.zeros((plan.chunk, len(plan.pset) + size))
-        return Runner(fn, rows, what, key=key, values=vals)
+        key = fingerprint(NAME, plan.chunk, structure, lc["lock_index"], plan.n_dev, shared,
+                          "pair" if shared else "rows")
+        return Runner(fn, values_example(plan.chunk, len(plan.pset), size, shared), what, key=key, values=vals)
 
     def summary(self, plan):
         return {"analysis": plan.case["analysis"], "steps": len(plan.case["amplitudes"])}

@@ -128,7 +128,7 @@ def make_variant(model, pset, case, stages=False, lifted=False):
     from the row; the integration stage folds them in (the generated backend).
     ``lifted = "shared"``: the function is ``variant(theta, values)``, the
     values unbatched under ``vmap`` (:func:`sweep.engine.mapping.map_variants`,
-    ``shared_after``); the two stages take such a pair ``(theta, values)``
+    ``shared``: a chunk is the pair (thetas, values)); the two stages take such a pair ``(theta, values)``
     in place of a row too."""
     run_time_response = response.driver(case.options, make_channels(case.bidx))
     n_params = len(pset)
@@ -205,13 +205,13 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, case.exc) if lifted else "",
-                               shared_after=len(pset) if (lifted and shared) else None)
+                               shared=bool(lifted and shared))
     if n_dev > 1:
         return mapping.StagedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), n_dev,
                                     micro_batch)
     if lifted and shared:
         return mapping.map_variants(make_variant(model, pset, case, lifted="shared"), 1, micro_batch,
-                                    shared_after=len(pset))
+                                    shared=True)
     return mapping.map_variants(make_variant(model, pset, case, lifted=lifted), 1, micro_batch)
 
 
@@ -417,17 +417,18 @@ class TimeResponse(JobKind):
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"
                 + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
-        from sweep.engine.values import run_values
+        from sweep.engine.values import example as values_example, run_values
         from sweep.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
+        # the runners of shared values take a chunk as (thetas, values) (make_chunk_runner)
+        pair = shared and c.method.jittable and (c.backend == "generated" or plan.n_dev == 1)
         # keyed on structure: the model's and load case's values are the rows' tail
         key = fingerprint(NAME, plan.chunk, channel_key(), structure, c.options, tuple(c.limits), c.t0, c.dt,
-                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared)
+                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared, "pair" if pair else "rows")
         return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True,
                                         shared=shared),
-                      np.zeros((plan.chunk, len(plan.pset) + size)),
-                      what, key=key, values=vals)
+                      values_example(plan.chunk, len(plan.pset), size, pair), what, key=key, values=vals)
 
     def static_state(self, model, cfg):
         """The free static equilibrium under the load case's loads at the start."""

@@ -1,5 +1,5 @@
-"""``sweep.engine.mapping.map_variants`` with shared values (``shared_after``):
-the values taken once per device slice equal the values read per row, on one
+"""``sweep.engine.mapping.map_variants`` with shared values (``shared``: a
+chunk is the pair (thetas, values)): the values passed once equal the values read per row, on one
 device and split over two (a subprocess with two forced CPU devices: the
 tests' own process has one)."""
 import os
@@ -28,7 +28,9 @@ def shared(theta, v):
 want = np.asarray(jax.vmap(per_row)(rows))
 for n_dev in (1, 2):
     for micro in (None, 2):
-        got = np.asarray(mapping.map_variants(shared, n_dev, micro, shared_after=P)(rows))
+        pair = (rows[:, :P], values)
+        placed = mapping.place(pair, n_dev) if n_dev > 1 else pair
+        got = np.asarray(mapping.map_variants(shared, n_dev, micro, shared=True)(placed))
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
 print("ok")
 """

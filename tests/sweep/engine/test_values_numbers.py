@@ -35,7 +35,7 @@ def test_time_response_reads_changed_values_at_run_time():
     plan_b, rb = plan_and_runner(*TOY_STEP, STEP_TIME, *CHANGES.values())
     assert rb.key == ra.key
     thetas = np.zeros((1, 0))
-    got = jax.device_get(ra.fn(values.rows(thetas, rb.values)))
+    got = jax.device_get(ra.fn(values.rows(thetas, rb.values, isinstance(ra.example, tuple))))
     c = plan_b.case
     folded = tr.make_chunk_runner(plan_b.model, plan_b.pset, dataclasses.replace(c, backend="xla"), lifted=False)
     want = jax.device_get(folded(thetas))
@@ -43,7 +43,7 @@ def test_time_response_reads_changed_values_at_run_time():
     errs = rel_err(got[0], want[0])
     assert max(errs.values()) <= 1e-12, errs
     # and the change is real: B differs from A visibly
-    same_a = jax.device_get(ra.fn(values.rows(thetas, ra.values)))
+    same_a = jax.device_get(ra.fn(values.rows(thetas, ra.values, isinstance(ra.example, tuple))))
     assert rel_err(same_a[0], want[0])["wheel_centre_displacement"] > 1e-3
 
 
@@ -56,7 +56,7 @@ def test_kc_reads_changed_values_at_run_time():
     plan_b, rb = plan_and_runner(*TOY_KC, *changed)
     assert rb.key == ra.key
     thetas = np.zeros((1, 0))
-    got = jax.device_get(ra.fn(values.rows(thetas, rb.values)))
+    got = jax.device_get(ra.fn(values.rows(thetas, rb.values, isinstance(ra.example, tuple))))
     lc = plan_b.case
     want = jax.device_get(kc_kind.make_kc_runner(plan_b.model, plan_b.pset, lc, lc["lock_index"], 1)(thetas))
     assert int(got[1][0]) == int(want[1][0]) == 0
