@@ -66,7 +66,10 @@ class Options:
     steps per checkpointed block of the reverse pass (None: none);
     ``tolerance``: (rtol, atol_coordinates [m, rad], atol_speeds [m/s, rad/s])
     of an embedded method's error estimate (``Trajectory.max_error`` <= 1:
-    within it), None to leave the estimate out."""
+    within it), None to leave the estimate out; ``equilibrium_solver``: how
+    the static equilibrium's Newton steps are solved
+    (:func:`kernels.statics.newton_increment`: ``dense``, or ``block``,
+    faster per iteration and twice as long to compile)."""
     n_samples: int
     method: Any = "lsrt2"
     every: int = 1
@@ -76,6 +79,7 @@ class Options:
     state_events: bool = True
     checkpoint_block: Optional[int] = None
     tolerance: Optional[tuple] = None
+    equilibrium_solver: str = "dense"
 
     def __post_init__(self):
         if isinstance(self.method, str):
@@ -180,11 +184,13 @@ class Start(NamedTuple):
     iterations: jax.Array    # Newton iterations
 
 
-def _init(p: Problem) -> Start:
+def _init(p: Problem, solver="dense") -> Start:
     """The static equilibrium under the loads at t0 (method.md section 1),
     without the load case's harmonics (a road's: their mean is zero, the
-    static state is the one on the road's mean height)."""
-    eq = statics.static_equilibrium(p.model, loads.u_at(loads.without_harmonics(p.excitation), p.t0))
+    static state is the one on the road's mean height). ``solver``: of its
+    Newton steps (:func:`kernels.statics.newton_increment`)."""
+    eq = statics.static_equilibrium(p.model, loads.u_at(loads.without_harmonics(p.excitation), p.t0),
+                                    solver=solver)
     return Start(eq.r, eq.converged, eq.iterations)
 
 
@@ -214,7 +220,7 @@ def driver(options: Options, outputs: Optional[Callable] = None) -> Driver:
         return meth.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), p.t0, p.dt, options.n_samples,
                              options.every, options.relinearise_every, out, error_norm=norm,
                              checkpoint_block=options.checkpoint_block)
-    return Driver(_init, run)
+    return Driver(lambda p: _init(p, options.equilibrium_solver), run)
 
 
 def solve(problem: Problem, options: Options, r_eq, bushing_idx=None):

@@ -251,15 +251,20 @@ def at_rest(model, r):
                                bu_k=model.bu_k.at[g, free].set(0.0), bu_c=model.bu_c.at[g, free].set(0.0))
 
 
-def newton_increment(model, r, u, solver="block"):
+def newton_increment(model, r, u, solver="dense"):
     """The Newton increment dr (m, 6) of q(r, 0, u) = 0 at r and the residual
     [N, N m]: G_r dr = -Q, G_r = dQ/dr and Q = M q the generalised forces.
-    ``solver``: ``block`` solves by the block LU of the body graph
+    ``solver``: ``dense`` (the default) by dense LU of the assembled
+    J_r = M^-1 G_r; ``block`` by the block LU of the body graph
     (:mod:`kernels.blocks`, the integrators' factorisation, here of -G_r,
     the stiffness: no pivoting between blocks, partial pivoting inside each
-    pivot block, whose diagonal can be zero in Euler angles), from
-    the block-sparse linearisation; ``dense`` by dense LU of the assembled
-    J_r = M^-1 G_r. The two differ by round-off."""
+    pivot block, whose diagonal can be zero in Euler angles; one step of
+    iterative refinement), from
+    the block-sparse linearisation: faster per iteration on a batch of
+    variants and about twice as long to compile (BENCHMARKS.md, "Static
+    equilibria by blocks"), so it is the generated backend's choice, whose
+    equilibria compile while gcc builds the integration. The two differ by
+    round-off."""
     from kernels import blocks
     from kernels.dynamics import linearise_blocks
     from kernels.rotations import mv
@@ -272,12 +277,18 @@ def newton_increment(model, r, u, solver="block"):
     elim = blocks.model_elimination(model.topology)
     q = lin.q.reshape(m, 6)
     Q = mv(lin.M, q)
-    dr = blocks.solve(elim, blocks.factor(elim, -lin.G_r[: elim.pattern.n], blocks.inv6_pivoted), Q)
+    A = -lin.G_r[: elim.pattern.n]
+    fac = blocks.factor(elim, A, blocks.inv6_pivoted)
+    dr = blocks.solve(elim, fac, Q)
+    # one step of iterative refinement: no pivoting between blocks lets the
+    # error grow through stiff pivots (a wheel's spin: 20 N m/rad beside
+    # 2e8 N/m), the residual's solve takes it back to dense LU's accuracy
+    dr = dr + blocks.solve(elim, fac, Q - blocks.matvec(elim.pattern, A, dr))
     return dr, generalised_residual(model, q)
 
 
 def static_equilibrium(model, u, r_start=None, tol=1e-6, max_iter=60,
-                       max_translation=0.02, max_rotation=0.1, polish=2, solver="block"):
+                       max_translation=0.02, max_rotation=0.1, polish=2, solver="dense"):
     """Newton iteration for q(r, 0, u) = 0 (eq. 1b at rest).
 
     Args:

@@ -279,7 +279,9 @@ class Case:
         return response.with_split_decided(
             response.Problem(None, self.exc, self.t0, self.dt),
             response.Options(n_samples=self.n_samples, method=self.method, every=self.every,
-                             relinearise_every=self.relin, solver=self.solver, tolerance=self.tolerance))
+                             relinearise_every=self.relin, solver=self.solver, tolerance=self.tolerance,
+                             # the generated backend's equilibria compile while gcc builds its C
+                             equilibrium_solver="block" if self.backend == "generated" else "dense"))
 
 
 # error-estimate tolerances of a fixed-step method with an embedded solution

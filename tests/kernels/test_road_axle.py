@@ -67,3 +67,35 @@ def test_a_wheel_off_the_road_against_radau():
     span = np.ptp(ref)
     e1, e2 = (np.abs(z[("lsrt2", dt)] - ref).max() for dt in (1e-3, 2.5e-4))
     assert e1 < 1e-3 * span and e2 < 1e-4 * span and e1 / e2 > 10, (e1, e2, span)
+
+
+def test_sprung_body_rests_in_the_static_state_of_the_held_axle():
+    """The toy axle under 5 kN per wheel with tyres and a sprung body: its
+    static state is the plain axle's (to 1e-6 m, rad: the guide's held rate
+    is finite), and from it, at rest, every generalised force vanishes (the
+    guide carries the held force as a constant) - a run starts in
+    equilibrium - while the guide is free in heave and roll."""
+    import jax.numpy as jnp
+    from kernels import dynamics, statics
+    from kernels.names import SPRUNG_BODY_FREE
+    from sweep.model_builder import load_model_file, model_from_config
+    cfg = load_model_file("configs/model/toy_trailing_arm.yaml")
+    plain = model_from_config(cfg)
+    cfg.update(tyres={"rate": 250e3, "damping": 100.0}, sprung_body={"mass_per_wheel": 420.0})
+    sprung = model_from_config(cfg)
+    u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
+    r0 = statics.equilibrium(plain, u).r
+    st = statics.equilibrium(sprung, u)
+    assert bool(st.converged)
+    n = plain.topology.n_bodies
+    np.testing.assert_allclose(st.r[:n], r0, atol=1e-6)
+    rest = statics.at_rest(sprung, st.r)
+    q = dynamics.q_fn(rest, st.r, jnp.zeros_like(st.r), u)
+    assert float(jnp.max(jnp.abs(q))) < 1e-6
+    g = statics.guide_row(sprung.topology)
+    free = list(SPRUNG_BODY_FREE)
+    np.testing.assert_array_equal(np.asarray(rest.bu_k[g, free]), 0.0)
+    assert abs(float(rest.bu_preload[g, 2])) > 100.0       # the body's weight differs from the springs' force
+    # the body mounts are the toy's bushings to the chassis, now on the body
+    from sweep.kinds.rough_road import body_mounts
+    assert body_mounts(sprung.topology) == body_mounts(plain.topology)
