@@ -107,7 +107,6 @@ class GeneratedRunner:
         self.first_fn = first
         self.micro_batch = micro_batch
         self.shared = shared
-        self.first = self.first_on(1)
         self.second = second
         self.fallback = fallback
         self.lanes = lanes

@@ -152,17 +152,15 @@ def place(thetas, n_dev):
     """Put a chunk's parameter rows on the devices, split along ``variant``;
     a pair ``(thetas, values)`` (:func:`map_variants`, ``shared``): the
     values whole on every device."""
+    if n_dev <= 1:
+        return jax.tree_util.tree_map(jnp.asarray, thetas)
+    from jax.sharding import NamedSharding, PartitionSpec
+    split = NamedSharding(mesh(n_dev), PartitionSpec("variant"))
     if isinstance(thetas, tuple):
         th, vec = thetas
-        if n_dev <= 1:
-            return jnp.asarray(th), jnp.asarray(vec)
-        from jax.sharding import NamedSharding, PartitionSpec
-        return (jax.device_put(jnp.asarray(th), NamedSharding(mesh(n_dev), PartitionSpec("variant"))),
-                jax.device_put(jnp.asarray(vec), NamedSharding(mesh(n_dev), PartitionSpec())))
-    if n_dev <= 1:
-        return jnp.asarray(thetas)
-    from jax.sharding import NamedSharding, PartitionSpec
-    return jax.device_put(jnp.asarray(thetas), NamedSharding(mesh(n_dev), PartitionSpec("variant")))
+        return jax.device_put(jnp.asarray(th), split), jax.device_put(jnp.asarray(vec), NamedSharding(
+            mesh(n_dev), PartitionSpec()))
+    return jax.device_put(jnp.asarray(thetas), split)
 
 
 def map_variants(variant, n_dev=1, micro_batch=None, shared=False):

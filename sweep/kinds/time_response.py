@@ -413,8 +413,9 @@ class TimeResponse(JobKind):
         c, topo = plan.case, plan.model.topology
         where = (engine_note(plan.n_dev) if c.method.jittable else "the host, one variant at a time")
         if c.backend == "generated":
-            from sweep.engine.generated import default_threads
-            where = f"generated C, {default_threads()} thread(s) (equilibria on {engine_note(1)})"
+            from sweep.engine.generated import default_threads, equilibrium_devices
+            where = (f"generated C, {default_threads()} thread(s) (equilibria on "
+                     f"{engine_note(equilibrium_devices(plan.chunk))})")
         what = (f"{c.method.name.upper()} chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"
