@@ -28,11 +28,36 @@ def job_config(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def main(cfg: DictConfig, progress=None) -> int:
+def _preload(names):
+    import importlib
+    try:
+        for name in names:
+            importlib.import_module(name)
+        from xarray.namedarray.pycompat import array_type
+        array_type("dask")          # xarray imports dask on its first duck-array check
+    except Exception:  # noqa: BLE001 - the report imports them itself
+        pass
+
+
+def _preload_report_modules():
+    """Import what the report needs (xarray and the dask it checks for,
+    matplotlib's figure and Agg canvas: about 1 s) in a thread while the job
+    compiles and runs, which is native code that leaves the interpreter
+    free: a rerun's report then starts at once."""
+    import threading
+    threading.Thread(target=_preload, args=(("xarray", "matplotlib.figure", "matplotlib.backends.backend_agg"),),
+                     name="preload-report", daemon=True).start()
+
+
+def main(cfg: DictConfig, progress=None, programs=None, raise_errors=False) -> int:
     """Run the job of ``cfg``; 0, 2 after a one-line error (bad config or
     model: nothing is built, compiled or written), or 1 when every variant
     the cube holds failed (no status whose values are kept, sweep.status:
-    the cube is written with their status, no picture is drawn)."""
+    the cube is written with their status, no picture is drawn).
+    ``programs``: compiled runners kept between the jobs of a session
+    (:class:`sweep.engine.stream.Programs`); ``raise_errors``: a bad config
+    or model raises its :class:`kernels.model.ModelError` (a session) instead
+    of being logged as code 2 (the command line)."""
     ensure_console_logging()
     try:
         kind = kind_of(cfg)
@@ -40,8 +65,11 @@ def main(cfg: DictConfig, progress=None) -> int:
         cfg = kind.prepare(job_config(cfg))
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         summary = engine.run(kind, cfg, config_yaml, progress=progress if progress is not None
-                             else bool(cfg.sweep.get("progress", True)))
+                             else bool(cfg.sweep.get("progress", True)), programs=programs,
+                             before_compile=_preload_report_modules)
     except ModelError as err:        # ConfigError and StoreError are ModelErrors
+        if raise_errors:
+            raise
         log.error("error: " + " ".join(str(err).split()))
         return 2
     import numpy as np

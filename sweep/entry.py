@@ -112,7 +112,8 @@ def hydra_app(main, config_name="config"):
         precheck_config_files(sys.argv[1:], config_name)
         entered.append(False)
         try:
-            task()
+            with _mode_from_command_line(sys.argv[1:]):
+                task()
         except SystemExit as stop:
             # Hydra's own configuration errors (an unknown key or group option
             # on the command line, a config file it cannot load) exit 1
@@ -125,6 +126,47 @@ def hydra_app(main, config_name="config"):
             LOG.error(f"error: {len(_FAILED)} job(s) of the multirun failed (see above)")
             sys.exit(max(_FAILED))
     return run
+
+
+def _may_set_mode(argv):
+    """Whether a command line may choose Hydra's run mode other than by
+    ``-m`` / ``--multirun``: a ``hydra.mode`` override or a ``hydra/`` group
+    choice (whose file could set it). The project's primary configs never
+    set it (tests/sweep/test_entry_points.py)."""
+    for a in argv:
+        key = a.partition("=")[0].lstrip("+~")
+        if key.startswith(("hydra.mode", "hydra/")):
+            return True
+    return False
+
+
+class _mode_from_command_line:
+    """Hydra composes the whole configuration once only to read
+    ``hydra.mode`` (``Hydra.get_mode``) and then again to run the job: 0.45 s
+    of every start on a full axle. Where the command line cannot set the
+    mode (:func:`_may_set_mode`) and the configs do not, that first
+    composition can only answer "not set", so it is skipped: the mode is
+    then RUN, or MULTIRUN with ``-m``, exactly as Hydra decides it."""
+
+    def __init__(self, argv):
+        self.skip = not _may_set_mode(argv)
+        self.saved = None
+
+    def __enter__(self):
+        try:
+            from hydra._internal.hydra import Hydra
+        except ImportError:                      # another Hydra layout: compose twice
+            return self
+        if self.skip and hasattr(Hydra, "get_mode"):
+            self.saved = Hydra.get_mode
+            Hydra.get_mode = lambda hydra, config_name, overrides: None
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            from hydra._internal.hydra import Hydra
+            Hydra.get_mode = self.saved
+        return False
 
 
 def model_file_args(argv):
@@ -167,6 +209,16 @@ def model_file_args(argv):
 
 
 def precheck_config_files(argv, config_name="config"):
+    """:func:`check_config_files`, its error one line and exit code 2."""
+    from kernels.model import ModelError
+    try:
+        check_config_files(argv, config_name)
+    except ModelError as err:
+        LOG.error("error: " + " ".join(str(err).split()))
+        sys.exit(2)
+
+
+def check_config_files(argv, config_name="config"):
     """The config files a command line chooses (the primary
     ``config_name``.yaml and every ``group=NAME`` whose file exists, e.g.
     ``model=``, ``loadcase=``) read strictly before Hydra composes them: a
@@ -176,8 +228,8 @@ def precheck_config_files(argv, config_name="config"):
     keys, too. A group file is looked up where Hydra looks for it: the
     project's configs first, then the ``file://`` directories of
     ``hydra.searchpath`` in order (a user's own axle files); files of
-    ``pkg://`` entries are left to Hydra (its message, exit code 2)."""
-    from kernels.model import ModelError
+    ``pkg://`` entries are left to Hydra (its message, exit code 2). Raises
+    :class:`kernels.model.ModelError`."""
     from sweep.model_builder import load_model_file, load_yaml_strict
     roots = [CONFIG_DIR] + searchpath_dirs(argv)
     files = [("", os.path.join(CONFIG_DIR, f"{config_name}.yaml"))]
@@ -191,11 +243,7 @@ def precheck_config_files(argv, config_name="config"):
                 files.append((group, found[0]))
     for group, path in files:
         if os.path.isfile(path):
-            try:
-                (load_model_file if group == "model" else load_yaml_strict)(path)
-            except ModelError as err:
-                LOG.error("error: " + " ".join(str(err).split()))
-                sys.exit(2)
+            (load_model_file if group == "model" else load_yaml_strict)(path)
 
 
 def sweep_cli():

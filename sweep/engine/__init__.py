@@ -15,11 +15,15 @@ from sweep.engine.stops import RunContext
 from sweep.runtime import ensure_console_logging
 
 
-def run(kind, cfg, cfg_yaml, progress=None):
+def run(kind, cfg, cfg_yaml, progress=None, programs=None, before_compile=None):
     """Run (or resume) the job of ``cfg`` with ``kind`` into its cube; returns
     the summary dict (path, n_variants, chunk, n_chunks, todo, devices,
     compile_s, run_s, variants_run and the kind's own entries). SIGINT /
-    SIGTERM stop it cleanly; the store locks are released whatever happens."""
+    SIGTERM stop it cleanly; the store locks are released whatever happens.
+    ``programs``: compiled runners kept from earlier jobs of this process
+    (:class:`sweep.engine.stream.Programs`), None outside a session;
+    ``before_compile()``: called when there is something to compile and run
+    (the app starts loading its report's modules meanwhile)."""
     ensure_console_logging()
     with RunContext() as ctx:
         plan = kind.plan(cfg)
@@ -33,8 +37,10 @@ def run(kind, cfg, cfg_yaml, progress=None):
                    "n_chunks": -(-n // C), "todo": len(todo), "compile_s": 0.0, "run_s": 0.0,
                    "variants_run": 0, "devices": plan.n_dev}
         if todo:
+            if before_compile is not None:
+                before_compile()
             runner = kind.runner(plan)
-            run_chunk, summary["compile_s"] = stream.compile_runner(ctx, runner, plan.n_dev)
+            run_chunk, summary["compile_s"] = stream.compile_runner(ctx, runner, plan.n_dev, programs)
             stream.stream_chunks(ctx, plan, store, todo, run_chunk, [c.name for c in plan.channels],
                                  progress, summary)
             stream.stage_split(runner, summary)

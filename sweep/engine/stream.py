@@ -90,14 +90,64 @@ def open_store(ctx, cfg, plan, spec, attrs, identity):
     return path, store, created, todo, plan
 
 
-def compile_runner(ctx, runner, n_dev):
+class Programs:
+    """Compiled chunk runners kept in memory between the jobs of one process
+    (:class:`sweep.session.Session`): a job whose runner has the same
+    structural key (:func:`sweep.tracecache.fingerprint`: values are run-time
+    inputs, so a changed load, rate, mass or hardpoint has the same key), the
+    same devices and chunk shape runs the program compiled for an earlier one
+    - no trace, no load from the cache, no compile. A runner without a sure
+    key (``key`` None) is never kept. The generated backend's C folds the
+    model's values in, so its runners are kept per values digest. At most
+    ``size`` programs, the least recently used dropped first (each holds its
+    executable and, on the generated backend, its workspaces)."""
+
+    def __init__(self, size=4):
+        import collections
+        self.size = int(size)
+        self._kept = collections.OrderedDict()
+
+    def __len__(self):
+        return len(self._kept)
+
+    def clear(self):
+        self._kept.clear()
+
+    @staticmethod
+    def key(runner, n_dev):
+        """The memory key of ``runner`` run on ``n_dev`` devices, or None."""
+        if runner.key is None:
+            return None
+        host = getattr(runner.fn, "host", False)
+        shapes = jax.tree_util.tree_map(lambda a: (np.shape(a), str(np.asarray(a).dtype)), runner.example)
+        return (runner.key, int(n_dev), str(runner.device), repr(shapes),
+                getattr(runner.fn, "values_key", None) if host else None)
+
+    def get(self, key):
+        if key is None or key not in self._kept:
+            return None
+        self._kept.move_to_end(key)
+        return self._kept[key]
+
+    def put(self, key, entry):
+        if key is None or self.size <= 0:
+            return
+        self._kept[key] = entry
+        self._kept.move_to_end(key)
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+
+
+def compile_runner(ctx, runner, n_dev, programs=None):
     """Compile a chunk runner (:class:`sweep.kinds.base.Runner`) once for the
     padded chunk shape (logging "compiling <what> ..." first; a SIGINT /
     SIGTERM meanwhile stops the job). Its ``key`` (from
     :func:`sweep.tracecache.fingerprint`) lets a rerun skip tracing (one
     device; :mod:`sweep.tracecache`); its ``device``: run on this one device
     (e.g. the host CPU for a stage XLA implements only there). Returns
-    (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile seconds)."""
+    (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile seconds).
+    ``programs``: a :class:`Programs` memory of earlier jobs' compiled
+    runners in this process (None: compile, or load from the caches)."""
     from sweep import tracecache
     device = runner.device
     place = (lambda t: jax.device_put(t if isinstance(t, tuple) else np.asarray(t), device)) \
@@ -114,11 +164,26 @@ def compile_runner(ctx, runner, n_dev):
             return compiled, bool(getattr(runner.fn, "info", {}).get("trace_skipped"))
         fn, loaded = tracecache.traced(runner.fn, (as_arrays(thetas),), runner.key if n_dev == 1 else None)
         return fn.lower(place(thetas)).compile(), loaded
-    compiled, loaded = ctx.wait(build, doing="the compilation")
-    compile_s = time.perf_counter() - tic
-    log.info("compiled in %.1f s%s", compile_s,
-             " (reused: the traced program of an earlier run of this structure; values are run-time inputs)"
-             if loaded else "")
+    memo = Programs.key(runner, n_dev) if programs is not None else None
+    kept = programs.get(memo) if programs is not None else None
+    if kept is not None:
+        compiled, info = kept
+        if info is not None:                  # the kept program reports its split into its own record
+            runner.fn.info = info
+            for k in info.get("split", {}):
+                info["split"][k] = 0.0
+        compile_s = time.perf_counter() - tic
+        log.info("compiled in %.1f s (reused: kept in memory from an earlier job of this structure in this "
+                 "session; values are run-time inputs)", compile_s)
+    else:
+        compiled, loaded = ctx.wait(build, doing="the compilation")
+        compile_s = time.perf_counter() - tic
+        log.info("compiled in %.1f s%s", compile_s,
+                 " (reused: the traced program of an earlier run of this structure; values are run-time inputs)"
+                 if loaded else "")
+        if programs is not None:
+            programs.put(memo, (compiled, getattr(runner.fn, "info", None)
+                                if getattr(runner.fn, "host", False) else None))
 
     vec = runner.values
     host = getattr(runner.fn, "host", False)

@@ -1,0 +1,97 @@
+"""Jobs from Python (sweep.session) and what a start costs: the memory of
+compiled programs, the session's errors, Hydra's single composition. The
+session's jobs themselves run in tests/e2e/test_session_jobs.py."""
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kernels.model import ModelError
+from sweep.engine.stream import Programs
+
+
+def _runner(key="k", host=False, values_key="", example=None):
+    fn = SimpleNamespace(host=host, values_key=values_key)
+    return SimpleNamespace(key=key, fn=fn, device=None,
+                           example=np.zeros((1, 3)) if example is None else example)
+
+
+def test_programs_are_kept_by_structure_devices_and_chunk_shape():
+    p = Programs(size=2)
+    k = Programs.key(_runner(), 1)
+    assert Programs.key(_runner(), 1) == k                        # the same structure: the same key
+    assert Programs.key(_runner(key="other"), 1) != k             # another structure
+    assert Programs.key(_runner(), 2) != k                        # other devices
+    assert Programs.key(_runner(example=np.zeros((4, 3))), 1) != k   # another chunk shape
+    assert Programs.key(_runner(key=None), 1) is None             # an unsure key is never kept
+    p.put(None, "x")
+    assert len(p) == 0
+    # the generated C folds values in: its programs are kept per values digest
+    a = Programs.key(_runner(host=True, values_key="v1"), 1)
+    assert a != Programs.key(_runner(host=True, values_key="v2"), 1)
+    # XLA programs read the values at run time: a values digest never splits them
+    assert Programs.key(_runner(values_key="v1"), 1) == Programs.key(_runner(values_key="v2"), 1)
+
+
+def test_programs_drop_the_least_recently_used():
+    p = Programs(size=2)
+    p.put("a", 1)
+    p.put("b", 2)
+    assert p.get("a") == 1            # a is now the most recent
+    p.put("c", 3)
+    assert p.get("b") is None and p.get("a") == 1 and p.get("c") == 3
+    p.clear()
+    assert len(p) == 0 and p.get("a") is None
+    assert Programs(size=0).get("a") is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (("-m", "sweep=lhs"), "a session runs one job"),
+    (("integrator.relinearize_every=2",), "integrator.relinearize_every"),
+    (("model=no_such_axle",), "no_such_axle"),
+])
+def test_session_config_errors_raise_before_anything_runs(args, message):
+    from sweep.session import Session
+    s = Session()
+    with pytest.raises(ModelError, match=message):
+        s.config(*args)
+    assert len(s.programs) == 0
+
+
+def test_session_config_is_the_command_lines(tmp_path):
+    """A session composes what `python -m sweep` composes: the default output
+    path with the override dirname, a model file given by its path."""
+    from sweep.session import Session
+    from tests.jobs import cfg_of
+    s = Session()
+    assert s.config("loadcase.wheel_loads.left.fz=4700") == cfg_of("loadcase.wheel_loads.left.fz=4700")
+    assert "loadcase.wheel_loads.left.fz=4700" in str(s.config("loadcase.wheel_loads.left.fz=4700").output.path)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs", "model",
+                       "toy_trailing_arm.yaml")
+    mine = tmp_path / "my_axle.yaml"
+    mine.write_text(open(src).read())
+    assert s.config(f"model={mine}").model.name == "toy_trailing_arm"
+
+
+@pytest.mark.parametrize("argv, may", [
+    ([], False),
+    (["sweep=lhs", "loadcase.wheel_loads.left.fz=4700", "hydra.run.dir=x"], False),
+    (["hydra.mode=MULTIRUN"], True),
+    (["+hydra.mode=MULTIRUN"], True),
+    (["hydra/launcher=joblib"], True),
+])
+def test_hydra_composes_once_unless_the_command_line_may_set_the_mode(argv, may):
+    from sweep.entry import _may_set_mode
+    assert _may_set_mode(argv) is may
+
+
+@pytest.mark.parametrize("config_name", ["config", "tune"])
+def test_the_primary_configs_leave_hydras_mode_unset(config_name):
+    """What lets the entry point skip Hydra's first composition (the one
+    that only reads ``hydra.mode``): the project's configs never set it."""
+    from hydra import compose, initialize_config_dir
+    from sweep.runtime import CONFIG_DIR
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name=config_name, return_hydra_config=True)
+    assert cfg.hydra.mode is None
