@@ -143,10 +143,10 @@ def measure(repeat):
         quiet = ["sweep.progress=false"]
         for i in range(repeat):
             jobs = [[*quiet, f"output.path={out()}"],
-                    [*quiet, *CHANGES["wheel load"](100 + i), f"output.path={out()}"],
-                    [*quiet, *CHANGES["hardpoint"](100 + i), f"output.path={out()}"],
+                    [*quiet, *CHANGES["wheel load"](5 + i), f"output.path={out()}"],
+                    [*quiet, *CHANGES["hardpoint"](5 + i), f"output.path={out()}"],
                     [*quiet, *kc, f"output.path={out()}"],
-                    [*quiet, *kc, *CHANGES["hardpoint"](200 + i), f"output.path={out()}"]]
+                    [*quiet, *kc, *CHANGES["hardpoint"](8 + i), f"output.path={out()}"]]
             t = session(jobs, cache)
             times["session first"].append(t[0])
             times["session changed wheel load"].append(t[1])
