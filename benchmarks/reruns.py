@@ -14,10 +14,10 @@ Cases (double wishbone; the longitudinal step and K&C wheel travel):
   the step grid); each repeat with another value, so no run meets its own
   values in a cache;
 * the K&C job: first run, and a rerun with a changed hardpoint;
-* a Python session (``sweep.session.Session``, one process): its first job
+* a Python workbench (``sweep.workbench.Workbench``, one process): its first job
   (the program from the disk caches the runs above filled), then jobs with
   a changed wheel load, a changed hardpoint, and the K&C job with a changed
-  hardpoint after its first; each the wall clock of one ``Session.run``
+  hardpoint after its first; each the wall clock of one ``Workbench.run``
   call (the process's start-up and imports are paid once, before them).
 
 Writes benchmarks/results/reruns.json (median, min, max of each case, the
@@ -65,17 +65,17 @@ LABELS = {
     **{f"changed {k}": f"rerun, changed {k}" for k in CHANGES},
     "kc first": "K&C wheel travel: first run, empty caches",
     "kc changed hardpoint": "K&C wheel travel: rerun, changed hardpoint",
-    "session first": "session: first job (program from the disk cache)",
-    "session changed wheel load": "session: changed wheel load",
-    "session changed hardpoint": "session: changed hardpoint",
-    "session kc changed hardpoint": "session: K&C wheel travel, changed hardpoint",
+    "workbench first": "workbench: first job (program from the disk cache)",
+    "workbench changed wheel load": "workbench: changed wheel load",
+    "workbench changed hardpoint": "workbench: changed hardpoint",
+    "workbench kc changed hardpoint": "workbench: K&C wheel travel, changed hardpoint",
 }
 
-SESSION = """
+WORKBENCH = """
 import json, sys, time
-from sweep.session import Session
+from sweep.workbench import Workbench
 jobs = json.loads(sys.argv[1])
-s = Session()
+s = Workbench()
 times = []
 for args in jobs:
     t = time.perf_counter()
@@ -85,16 +85,16 @@ print("TIMES " + json.dumps(times))
 """
 
 
-def session(jobs, cache):
-    """Wall clock of each ``Session.run(*args)`` of ``jobs``, in one process."""
+def workbench(jobs, cache):
+    """Wall clock of each ``Workbench.run(*args)`` of ``jobs``, in one process."""
     env = {**os.environ, "AXLE_JAX_CACHE_DIR": cache}
-    p = subprocess.run([sys.executable, "-c", SESSION, json.dumps(jobs)], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-c", WORKBENCH, json.dumps(jobs)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=1200)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("TIMES ")]
     if p.returncode != 0 or not lines:
-        raise SystemExit(f"session failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+        raise SystemExit(f"workbench failed:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
     if (p.stdout + p.stderr).count("kept in memory") < len(jobs) - 2:
-        raise SystemExit(f"session: the programs were not kept:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        raise SystemExit(f"workbench: the programs were not kept:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
     return json.loads(lines[-1][len("TIMES "):])
 
 
@@ -147,11 +147,11 @@ def measure(repeat):
                     [*quiet, *CHANGES["hardpoint"](5 + i), f"output.path={out()}"],
                     [*quiet, *kc, f"output.path={out()}"],
                     [*quiet, *kc, *CHANGES["hardpoint"](8 + i), f"output.path={out()}"]]
-            t = session(jobs, cache)
-            times["session first"].append(t[0])
-            times["session changed wheel load"].append(t[1])
-            times["session changed hardpoint"].append(t[2])
-            times["session kc changed hardpoint"].append(t[4])
+            t = workbench(jobs, cache)
+            times["workbench first"].append(t[0])
+            times["workbench changed wheel load"].append(t[1])
+            times["workbench changed hardpoint"].append(t[2])
+            times["workbench kc changed hardpoint"].append(t[4])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return times, notes
@@ -176,7 +176,7 @@ def table(result):
     rows.append("")
     rows.append(f"(python benchmarks/reruns.py, {result['date']}, {result['machine']}, commit "
                 f"{result['commit']}; wall clock of whole `python -m sweep` processes, of one "
-                f"`Session.run` call in the session rows)")
+                f"`Workbench.run` call in the workbench rows)")
     return "\n".join(rows)
 
 

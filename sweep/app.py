@@ -54,9 +54,9 @@ def main(cfg: DictConfig, progress=None, programs=None, raise_errors=False) -> i
     model: nothing is built, compiled or written), or 1 when every variant
     the cube holds failed (no status whose values are kept, sweep.status:
     the cube is written with their status, no picture is drawn).
-    ``programs``: compiled runners kept between the jobs of a session
+    ``programs``: compiled runners kept between the jobs of a workbench
     (:class:`sweep.engine.stream.Programs`); ``raise_errors``: a bad config
-    or model raises its :class:`kernels.model.ModelError` (a session) instead
+    or model raises its :class:`kernels.model.ModelError` (a workbench) instead
     of being logged as code 2 (the command line)."""
     ensure_console_logging()
     try:

@@ -21,7 +21,7 @@ def run(kind, cfg, cfg_yaml, progress=None, programs=None, before_compile=None):
     compile_s, run_s, variants_run and the kind's own entries). SIGINT /
     SIGTERM stop it cleanly; the store locks are released whatever happens.
     ``programs``: compiled runners kept from earlier jobs of this process
-    (:class:`sweep.engine.stream.Programs`), None outside a session;
+    (:class:`sweep.engine.stream.Programs`), None outside a workbench;
     ``before_compile()``: called when there is something to compile and run
     (the app starts loading its report's modules meanwhile)."""
     ensure_console_logging()

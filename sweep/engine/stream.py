@@ -92,7 +92,7 @@ def open_store(ctx, cfg, plan, spec, attrs, identity):
 
 class Programs:
     """Compiled chunk runners kept in memory between the jobs of one process
-    (:class:`sweep.session.Session`): a job whose runner has the same
+    (:class:`sweep.workbench.Workbench`): a job whose runner has the same
     structural key (:func:`sweep.tracecache.fingerprint`: values are run-time
     inputs, so a changed load, rate, mass or hardpoint has the same key), the
     same devices and chunk shape runs the program compiled for an earlier one
@@ -174,7 +174,7 @@ def compile_runner(ctx, runner, n_dev, programs=None):
                 info["split"][k] = 0.0
         compile_s = time.perf_counter() - tic
         log.info("compiled in %.1f s (reused: kept in memory from an earlier job of this structure in this "
-                 "session; values are run-time inputs)", compile_s)
+                 "process; values are run-time inputs)", compile_s)
     else:
         compiled, loaded = ctx.wait(build, doing="the compilation")
         compile_s = time.perf_counter() - tic

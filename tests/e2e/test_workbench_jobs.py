@@ -1,4 +1,4 @@
-"""A Python session (sweep.session) runs jobs as the command line does and
+"""A Python workbench (sweep.workbench) runs jobs as the command line does and
 keeps their compiled programs: a changed load or hardpoint reruns without a
 compile and gives the numbers of a fresh process that traced and compiled
 the changed model from scratch."""
@@ -21,9 +21,9 @@ def _close(a, b):
         assert np.all(np.abs(x - y) <= 1e-12 * np.max(np.abs(y))), name
 
 
-def test_a_session_reruns_changed_values_without_compiling(tmp_path, caplog):
-    from sweep.session import Session
-    s = Session()
+def test_a_workbench_reruns_changed_values_without_compiling(tmp_path, caplog):
+    from sweep.workbench import Workbench
+    s = Workbench()
     caplog.set_level(logging.INFO, logger="sweep")
     first = s.run(*TOY, f"output.path={tmp_path}/a.zarr")
     assert "kept in memory" not in caplog.text

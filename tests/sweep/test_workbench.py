@@ -1,6 +1,6 @@
-"""Jobs from Python (sweep.session) and what a start costs: the memory of
-compiled programs, the session's errors, Hydra's single composition. The
-session's jobs themselves run in tests/e2e/test_session_jobs.py."""
+"""Jobs from Python (sweep.workbench) and what a start costs: the memory of
+compiled programs, the workbench's errors, Hydra's single composition. The
+workbench's jobs themselves run in tests/e2e/test_workbench_jobs.py."""
 import os
 from types import SimpleNamespace
 
@@ -47,24 +47,24 @@ def test_programs_drop_the_least_recently_used():
 
 
 @pytest.mark.parametrize("args, message", [
-    (("-m", "sweep=lhs"), "a session runs one job"),
+    (("-m", "sweep=lhs"), "a workbench runs one job"),
     (("integrator.relinearize_every=2",), "integrator.relinearize_every"),
     (("model=no_such_axle",), "no_such_axle"),
 ])
-def test_session_config_errors_raise_before_anything_runs(args, message):
-    from sweep.session import Session
-    s = Session()
+def test_workbench_config_errors_raise_before_anything_runs(args, message):
+    from sweep.workbench import Workbench
+    s = Workbench()
     with pytest.raises(ModelError, match=message):
         s.config(*args)
     assert len(s.programs) == 0
 
 
-def test_session_config_is_the_command_lines(tmp_path):
-    """A session composes what `python -m sweep` composes: the default output
+def test_workbench_config_is_the_command_lines(tmp_path):
+    """A workbench composes what `python -m sweep` composes: the default output
     path with the override dirname, a model file given by its path."""
-    from sweep.session import Session
+    from sweep.workbench import Workbench
     from tests.jobs import cfg_of
-    s = Session()
+    s = Workbench()
     assert s.config("loadcase.wheel_loads.left.fz=4700") == cfg_of("loadcase.wheel_loads.left.fz=4700")
     assert "loadcase.wheel_loads.left.fz=4700" in str(s.config("loadcase.wheel_loads.left.fz=4700").output.path)
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs", "model",

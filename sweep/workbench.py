@@ -1,20 +1,20 @@
-"""Jobs from Python, for interactive work (a notebook, an IPython session):
+"""Jobs from Python, for interactive work (a notebook, an IPython shell):
 change a load, a rate, a mass or a hardpoint and look again without paying
 for start-up, program load or compile each time.
 
-    from sweep.session import Session
-    s = Session()
+    from sweep.workbench import Workbench
+    s = Workbench()
     ds = s.run("loadcase.wheel_loads.left.fz=4600")     # compiles (or loads) once
     ds = s.run("loadcase.wheel_loads.left.fz=4700")     # the same structure: runs at once
     ds = s.run("model=my_axle.yaml", "loadcase=kc_wheel_travel")
 
-:meth:`Session.run` takes the arguments of a ``python -m sweep`` command
+:meth:`Workbench.run` takes the arguments of a ``python -m sweep`` command
 line (``key=value`` overrides, ``model=PATH.yaml``, group choices) and runs
 that job exactly as the command line does - same checks, same cube, same
 log lines, pictures and exit rules - then returns the result cube
 (:class:`xarray.Dataset`, opened lazily). What it adds: the compiled programs
 of its jobs stay in memory (:class:`sweep.engine.stream.Programs`), so a job
-whose structure an earlier job of the session had (the same model topology,
+whose structure an earlier job of the workbench had (the same model topology,
 load-case kind, method, chunk shape; any values) reuses that program. A bad
 configuration or model raises :class:`kernels.model.ModelError` with the
 one-line message the command line prints; a job whose every variant failed
@@ -49,7 +49,7 @@ class JobFailed(RuntimeError):
         self.path = path
 
 
-class Session:
+class Workbench:
     """Jobs in this process with their compiled programs kept (module doc).
 
     ``keep``: how many compiled programs to keep (the least recently used is
@@ -75,7 +75,7 @@ class Session:
         args = [str(a) for a in args]
         for a in args:
             if a.startswith("-"):
-                raise ModelError(f"{a!r}: a session runs one job; multiruns and other command-line "
+                raise ModelError(f"{a!r}: a workbench runs one job; multiruns and other command-line "
                                  "options belong to `python -m sweep`")
         args = model_file_args(args)
         check_config_files(args, "config")
