@@ -248,7 +248,7 @@ def _build(gen, cc, cflags, log=None):
     lib = ctypes.CDLL(so)
     fn = lib.run
     p = ctypes.POINTER(ctypes.c_double)
-    fn.argtypes = [p, p, p, p]
+    fn.argtypes = [p, p, p, p, p]
     fn.restype = None
     return fn, spent
 
@@ -303,7 +303,7 @@ def _finish(proc):
         return f.read() or f"exit status {proc.returncode}"
 
 
-def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None):
+def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, shared=()):
     """(Kernel inputs: Generated, ctypes function, info) for a per-variant
     function: from the cache when this jaxpr (with its constants, W and the
     generator's version) was built before - tracing only - else generated
@@ -315,13 +315,18 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None):
     tracing. The first build records which jaxpr it gave (``<prekey>.key``);
     a rerun with the same prekey loads that entry without tracing
     (``info['trace_skipped']``). A prekey that is unsure (an opaque closure)
-    is unique to its process, so it can only miss, never load stale code."""
+    is unique to its process, so it can only miss, never load stale code.
+
+    ``shared``: positions of ``fn``'s arguments that are the same for every
+    variant (:class:`sweep.codegen.emit.Generated`; :class:`Kernel` takes
+    them unbatched)."""
     import pickle
     from sweep.codegen import emit
     t = time.perf_counter()
     ref = None
     if prekey and traced is None:
-        ref = os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W}".encode()).hexdigest()[:24] + ".key")
+        ref = os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)}".encode())
+                           .hexdigest()[:24] + ".key")
         try:
             with open(ref) as f:
                 key = f.read().strip()
@@ -332,7 +337,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None):
                                "generate_s": 0.0, "build_s": spent}
         except Exception:  # noqa: BLE001 - no entry yet, or a damaged one: trace
             pass
-    traced = traced or emit.trace(fn, *example_args, W=W)
+    traced = traced or emit.trace(fn, *example_args, W=W, shared=shared)
     key = traced[2]
     cc = compiler()
     if cc is None:
@@ -350,7 +355,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None):
             pass
     t_trace = time.perf_counter() - t
     t = time.perf_counter()
-    gen = emit.generate(fn, *example_args, W=W, traced=traced)
+    gen = emit.generate(fn, *example_args, W=W, traced=traced, shared=shared)
     t_gen = time.perf_counter() - t
     fn_c, spent = build(gen)
     tmp = meta + f".{os.getpid()}.tmp"
@@ -388,7 +393,9 @@ def fresh_array(shape):
 class Kernel:
     """A built generated function over chunks: ``kernel(*arrays)`` with every
     array's leading axis the variants (C, ...) returns the outputs (C, ...)
-    as numpy arrays in the function's output tree.
+    as numpy arrays in the function's output tree; the arguments at the
+    generated code's ``shared`` positions are given once, without the
+    variant axis.
 
     Memory: the generated code writes its outputs variant-major straight
     into the result (no transposition after the call); the workspaces and
@@ -420,6 +427,13 @@ class Kernel:
     def _call(self, *args):
         import jax
         W = self.gen.W
+        shared = getattr(self.gen, "shared", ())
+        sh = [np.asarray(a, np.float64).reshape(-1) for i, a in enumerate(args) if i in shared
+              for a in jax.tree_util.tree_leaves(a)]
+        sh = np.ascontiguousarray(np.concatenate(sh) if sh else np.zeros(1))
+        if sh.size != max(1, getattr(self.gen, "n_shared", 0)):
+            raise ValueError(f"generated code: {sh.size} shared input values, built for {self.gen.n_shared}")
+        args = [a for i, a in enumerate(args) if i not in shared]
         leaves = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(args)]
         C = leaves[0].shape[0]
         G = -(-C // W)
@@ -434,7 +448,8 @@ class Kernel:
         def one(g):
             ws, ar = self._buffers()
             xo = out[g * W]
-            self.fn(xin[g].ctypes.data_as(P), xo.ctypes.data_as(P), ws.ctypes.data_as(P), ar.ctypes.data_as(P))
+            self.fn(xin[g].ctypes.data_as(P), xo.ctypes.data_as(P), ws.ctypes.data_as(P), ar.ctypes.data_as(P),
+                    sh.ctypes.data_as(P))
 
         if self.threads > 1 and G > 1:
             if self._pool is None:

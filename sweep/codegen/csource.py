@@ -59,8 +59,8 @@ L2(v_land, (x != 0 && y != 0) ? 1.0 : 0.0) L2(v_lor, (x != 0 || y != 0) ? 1.0 : 
 static inline vd v_sel(vd p, vd f, vd t) { vd r; for (int l = 0; l < W; l++) r[l] = p[l] != 0 ? t[l] : f[l]; return r; }
 static inline int v_any(vd a) { for (int l = 0; l < W; l++) if (a[l] != 0) return 1; return 0; }
 #define FN __attribute__((noinline, visibility("hidden"))) void
-#define ARGS vd *restrict ws, vd *restrict ar, const vd *restrict in, vd *restrict out, long *restrict it
-#define PASS ws, ar, in, out, it
+#define ARGS vd *restrict ws, vd *restrict ar, const vd *restrict in, vd *restrict out, long *restrict it, const double *restrict sh
+#define PASS ws, ar, in, out, it, sh
 """
 
 
@@ -134,7 +134,7 @@ class _Emitter:
                 self.use(args[3], cur, loops)
             elif op == "store":
                 self.use(args[1], cur, loops)
-            elif op in ("in", "itaff", "xtab", "xarena", "areduce"):
+            elif op in ("in", "shared_in", "itaff", "xtab", "xarena", "areduce"):
                 pass
             else:
                 for a in args:
@@ -195,9 +195,11 @@ class _Emitter:
         return f"ws[{self.slot[r]}]"
 
     def expr(self, op, args, fn, kind):
-        a = [self.ref(x, fn) for x in args] if op not in ("in", "itaff", "xtab", "xarena", "areduce") else args
+        a = [self.ref(x, fn) for x in args] if op not in ("in", "shared_in", "itaff", "xtab", "xarena", "areduce") else args
         if op == "in":
             return f"in[{int(args[0])}]"
+        if op == "shared_in":
+            return f"S(sh[{int(args[0])}])"
         if op == "itaff":
             return f"S({args[0]!r} + {args[1]!r} * (double)it[{self.cur_depth}])"
         if op == "xtab":
@@ -406,7 +408,7 @@ def _advance(a, b):
     return tuple(None if x is None else y[0] - x[0] for x, y in zip(a[2], b[2]))
 
 
-_PURE_SOURCES = ("in", "itaff", "xtab", "xarena")
+_PURE_SOURCES = ("in", "shared_in", "itaff", "xtab", "xarena")
 SPLIT = "/*@@ translation unit @@*/"     # the source is compiled in parts (sweep.codegen.build)
 PARTS = 8
 
@@ -533,11 +535,12 @@ def to_c(prog, out_refs, W, chunk, selects=None):
         parts.append(b)
         size += len(b)
     parts.append(SPLIT)
-    # run(): the inputs batch-minor (n_in vectors of W variants), the outputs
+    # run(): the inputs batch-minor (n_in vectors of W variants), the shared
+    # inputs ``sh`` (one double each, the same for every variant), the outputs
     # variant-major: the W rows of the caller's (variants, n_out) result, each
     # n_out long (no transposition left to do after the call)
     n = len(out_refs)
-    lines = tables + ["void run(const double *in_, double *out_, double *ws_, double *ar_) {",
+    lines = tables + ["void run(const double *in_, double *out_, double *ws_, double *ar_, const double *sh) {",
              "  const vd *in = (const vd *)in_; vd *ws = (vd *)ws_; vd *ar = (vd *)ar_; vd *out = 0;",
              "  long it[32] = {0};",
              f"#define PUT(k, v) do {{ vd v_ = (v); for (int l = 0; l < W; l++) out_[(long)l * {n} + (k)] = v_[l]; }} while (0)"]

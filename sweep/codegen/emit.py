@@ -193,7 +193,7 @@ class Program:
                     mark([args[3]])
                 elif op == "aloop":
                     mark([v for k, v in args[3] if k == "s"])
-                elif i is not None and i in live and op not in ("in", "itaff", "xtab", "xarena", "areduce"):
+                elif i is not None and i in live and op not in ("in", "shared_in", "itaff", "xtab", "xarena", "areduce"):
                     mark(args)
         n = -1
         while n != len(live):
@@ -957,7 +957,10 @@ class Generated:
     """The generated C (``source``) and how to call it: ``n_in`` input and
     ``out_sizes`` / ``out_shapes`` / ``out_dtypes`` output elements per
     variant, ``ws_slots`` and ``arena`` workspace vectors, ``W`` lanes,
-    ``key`` (a hash of the source)."""
+    ``key`` (a hash of the source). ``shared``: the positions of the
+    arguments that are the same for every variant (read once per call from
+    their own buffer, never batched; ``n_shared`` elements): run-time values
+    such as the model's, which the code then does not fold in."""
     source: str
     W: int
     n_in: int
@@ -970,6 +973,8 @@ class Generated:
     n_statements: int
     key: str
     treedef: object = None
+    shared: tuple = ()
+    n_shared: int = 0
 
 
 def _generator_version():
@@ -983,17 +988,19 @@ def _generator_version():
     return h.hexdigest()
 
 
-def trace(fn, *example_args, W=4, chunk=CHUNK):
+def trace(fn, *example_args, W=4, chunk=CHUNK, shared=()):
     """(closed jaxpr, output tree, key) of ``fn``: the key hashes the jaxpr's
-    text, its constants, the lanes, the chunking and the generator's
-    version - what the generated code depends on (the build cache's key)."""
+    text, its constants, the lanes, the chunking, the shared arguments'
+    positions and the generator's version - what the generated code depends
+    on (the build cache's key)."""
     from kernels.forces import element_loops
     # element groups as loops (one copy of the element code each); traced as a
     # fresh function, so that no trace JAX cached for ``fn`` without the loops is reused
     with element_loops():
         closed, shapes = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*example_args)
     out_tree = jax.tree_util.tree_structure(shapes)
-    key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} {_generator_version()}".encode())
+    key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} shared={tuple(shared)} "
+                         f"{_generator_version()}".encode())
     return closed, out_tree, key.hexdigest()[:24]
 
 
@@ -1057,7 +1064,7 @@ def _arena_reads(prog, refs):
                 one(args[1])
             elif op == "ystore":
                 one(args[3])
-            elif op not in ("in", "itaff", "xtab"):
+            elif op not in ("in", "shared_in", "itaff", "xtab"):
                 for a in args:
                     one(a)
     walk(prog.scopes[0], 1)
@@ -1123,20 +1130,27 @@ def fuse_output_passes(prog, out_refs):
     return selects
 
 
-def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None):
+def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=()):
     """C for ``fn(*args)`` (a per-variant JAX function of arrays) with every
     scalar a vector of ``W`` variants. ``example_args`` fix the shapes and
     dtypes (their values are not used); ``traced``: :func:`trace`'s result
-    when the caller has it."""
-    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk)
+    when the caller has it. ``shared``: positions of arguments that are the
+    same for every variant (:class:`Generated`)."""
+    shared = tuple(sorted(int(i) for i in shared))
+    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk, shared=shared)
     prog = Program()
     tr = Translator(prog)
     flat_in = jax.tree_util.tree_leaves(example_args)
-    args, k = [], 0
-    for a in flat_in:
+    is_shared = [i in shared for i, a in enumerate(example_args) for _ in jax.tree_util.tree_leaves(a)]
+    args, k, ks = [], 0, 0
+    for a, sh in zip(flat_in, is_shared):
         a = np.asarray(a)
-        ids = [prog.emit("in", (float(k + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
-        k += a.size
+        if sh:                  # read once per call from the shared buffer: S(sh[k])
+            ids = [prog.emit("shared_in", (float(ks + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
+            ks += a.size
+        else:
+            ids = [prog.emit("in", (float(k + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
+            k += a.size
         args.append(Val(np.array(ids, np.int64).reshape(a.shape), np.zeros(a.shape, a.dtype)))
     outs = tr.run(closed.jaxpr, [const_val(np.asarray(c)) for c in closed.consts], args)
     out_refs = []
@@ -1147,4 +1161,4 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None):
     src, ws_slots, n_st = to_c(prog, out_refs, W, chunk, selects)
     return Generated(src, W, k, [np.shape(a) for a in flat_in], [np.asarray(a).dtype for a in flat_in],
                      [o.shape for o in outs], [v.aval.dtype for v in closed.jaxpr.outvars], ws_slots,
-                     prog.arena, n_st, key, out_tree)
+                     prog.arena, n_st, key, out_tree, shared, ks)

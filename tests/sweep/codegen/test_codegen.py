@@ -384,6 +384,41 @@ def test_rerun_with_the_same_prekey_does_not_trace(monkeypatch):
         build.load_or_build(f, x0, prekey=prekey + "-other")
 
 
+def test_shared_arguments_are_run_time_inputs():
+    """An argument marked shared (the same for every variant) is read at run
+    time from its own buffer: one build serves any values of it, including
+    a curve table gathered at a per-variant index and values used inside a
+    loop, equal to XLA's vmap with the argument unbatched."""
+    def f(x, p):
+        k = jnp.clip(jnp.floor(x[0] * 4.0), 0, 7).astype(jnp.int32)      # a per-variant table position
+        y = p["table"][k] * x[1] + p["rate"] * jnp.sin(x)
+
+        def body(c, row):
+            return c * p["rate"] + row @ x, c
+        c, ys = lax.scan(body, 0.5, p["rows"])
+        return y + c, ys
+
+    rng = np.random.default_rng(3)
+    xs = rng.uniform(0.0, 2.0, size=(7, 3))
+
+    def params():
+        return {"table": rng.normal(size=8), "rate": np.float64(rng.uniform(0.5, 0.9)),
+                "rows": rng.normal(size=(5, 3))}
+    p0 = params()
+    example = (xs[0], jax.tree_util.tree_map(np.zeros_like, p0))
+    gen, fn, _ = build.load_or_build(f, *example, shared=(1,))
+    assert gen.shared == (1,) and gen.n_shared == 8 + 1 + 15 and gen.n_in == 3
+    kernel = build.Kernel(gen, fn, threads=2)
+    for p in (p0, params()):                     # other values: the same library
+        ref = jax.vmap(f, in_axes=(0, None))(xs, jax.tree_util.tree_map(jnp.asarray, p))
+        _assert_equal(kernel(xs, p), ref, tol=1e-13)
+    with pytest.raises(ValueError, match="shared input values"):
+        kernel(xs, {"table": np.zeros(9), "rate": 0.5, "rows": np.zeros((5, 3))})
+    # the key is the structure's: marking an argument shared is part of it
+    assert emit.trace(f, *example, shared=(1,))[2] == gen.key
+    assert emit.trace(f, *example)[2] != gen.key
+
+
 def test_index_table_runs():
     """An arena loop over an index table is split into loops over the
     table's runs (first index + step * e) that reproduce every entry."""
