@@ -296,7 +296,9 @@ def inv6(D):
 
 def inv6_pivoted(D):
     """Inverse of (..., 6, 6) blocks by Gauss-Jordan with partial pivoting
-    (unrolled; the row swaps as gathers, so it vectorises over variants).
+    (unrolled; the row swaps as gathers, so it vectorises over variants;
+    the permutation is in range by construction, so the gathers clip, which
+    the generated backend translates).
     For blocks that need not be close to positive definite: the stiffness
     blocks of a static Newton step, whose diagonal entries in the Euler
     angle coordinates can be zero where the block is regular."""
@@ -307,8 +309,8 @@ def inv6_pivoted(D):
     for k in range(n):
         p = k + jnp.argmax(jnp.abs(A[..., k:, k]), axis=-1)          # (...,) pivot row
         perm = jnp.where(idx == k, p[..., None], jnp.where(idx == p[..., None], k, idx))
-        A = jnp.take_along_axis(A, perm[..., :, None], axis=-2)
-        B = jnp.take_along_axis(B, perm[..., :, None], axis=-2)
+        A = jnp.take_along_axis(A, perm[..., :, None], axis=-2, mode="clip")
+        B = jnp.take_along_axis(B, perm[..., :, None], axis=-2, mode="clip")
         piv = 1.0 / A[..., k, k]
         rowA = A[..., k, :] * piv[..., None]
         rowB = B[..., k, :] * piv[..., None]

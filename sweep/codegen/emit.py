@@ -558,6 +558,8 @@ class Translator:
         ref = np.transpose(x.ref, keep + list(axes)).reshape(int(np.prod(aval.shape, dtype=np.int64)), -1)
         cv = np.transpose(x.cv, keep + list(axes)).reshape(ref.shape)
         kind = _kind(aval.dtype)
+        if name in ("argmax", "argmin"):
+            return self.arg_extreme(name, ref, cv, aval)
         op = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min", "reduce_and": "land",
               "reduce_or": "lor", "reduce_prod": "mul"}.get(name)
         if op is None:
@@ -575,6 +577,26 @@ class Translator:
             for it in items[1:]:
                 acc = self.bin(op, acc, it, kind)
             out.append(acc)
+        return self.from_elems(out, aval.shape, aval.dtype)
+
+    def arg_extreme(self, name, ref, cv, aval):
+        """argmax / argmin over the rows of ``ref`` as a chain of selects, with
+        XLA's semantics: the first NaN's index if there is one, else the
+        first index of the extreme value (ties keep the earlier index)."""
+        cmp = "gt" if name == "argmax" else "lt"
+        kx, ki = _kind(cv.dtype), _kind(aval.dtype)
+        out = []
+        for row_r, row_c in zip(ref, cv):
+            items = [float(c) if r == CONST else int(r) for r, c in zip(row_r, row_c)]
+            best, idx = items[0], 0.0
+            for j, it in enumerate(items[1:], 1):
+                nan_it = self.bin("ne", it, it, kx)
+                nan_best = self.bin("ne", best, best, kx)
+                better = self.bin("lor", self.bin(cmp, it, best, kx), nan_it, "b")
+                take = self.bin("land", self.un("lnot", nan_best, "b"), better, "b")
+                idx = self.select(take, [idx, float(j)], ki)
+                best = self.select(take, [best, it], kx)
+            out.append(idx)
         return self.from_elems(out, aval.shape, aval.dtype)
 
     def arena_reduce(self, op, opnd, n, kind):

@@ -98,11 +98,19 @@ class GeneratedRunner:
     ``shared``: the values are the same for every variant, and a chunk is
     the pair ``(thetas, values)`` (:func:`sweep.engine.mapping.map_variants`):
     the equilibrium stage reads them unbatched, the generated integration
-    takes the thetas only."""
+    takes the thetas only.
+
+    ``whole``: the per-variant function ``theta -> outputs`` (equilibrium and
+    integration, the values folded in like ``second``'s). When given, the
+    whole variant is generated as one C program - the static equilibria's
+    Newton iterations on the generated linearisation and block solver, then
+    the integration - and XLA compiles nothing; a primitive the generator
+    does not know there falls back to the two stages."""
     host = True
 
     def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key="",
-                 shared=False):
+                 shared=False, whole=None):
+        self.whole = whole
         self.values_key = values_key
         self.first_fn = first
         self.micro_batch = micro_batch
@@ -146,12 +154,52 @@ class _Lowered:
 
     def compile(self):
         import hashlib
+        from sweep.codegen import build, emit
+        r = self.runner
+        sub = (lambda label: hashlib.sha256(f"{self.key}:{label}".encode()).hexdigest()) if self.key else \
+            (lambda label: None)
+        if r.whole is not None:
+            theta0 = np.zeros(self.theta_rows.shape[1:], self.theta_rows.dtype)
+            try:
+                gen, fn, info = build.load_or_build(r.whole, theta0, W=self.lanes(),
+                                                    prekey=sub(f"whole:{theta0.shape}:" + r.values_key))
+            except emit.Unsupported as err:
+                log.info(f"generated backend: the static equilibria stay on XLA ({err})")
+            except build.BuildError as err:
+                return self._on_xla(err)
+            else:
+                return self._run_whole(gen, fn, info)
+        return self._compile_stages(sub)
+
+    def _on_xla(self, err):
+        """The whole chunk on XLA (the fallback runner), with one line saying why."""
+        r = self.runner
+        dev0 = jax.devices()[0]
+        log.warning(f"warning: generated backend not available ({err}); running on XLA")
+        r.info = {"backend": "xla", "why": str(err)}
+        compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
+        return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(thetas, dev0)))
+
+    def _run_whole(self, gen, fn, info):
+        from sweep.codegen import build
+        r = self.runner
+        kernel = build.Kernel(gen, fn, threads=r.threads)
+        r.info = {"backend": "generated", "statements": gen.n_statements, "lanes": gen.W,
+                  "threads": kernel.threads, "whole": True, **info,
+                  "trace_skipped": bool(info.get("trace_skipped"))}
+        _log_built(gen, kernel, info, "equilibria and integration")
+
+        def run(thetas, m=None):
+            theta_rows = np.asarray(thetas[0] if isinstance(thetas, tuple) else thetas)
+            m = len(theta_rows) if m is None else int(m)
+            return kernel(theta_rows[:m])
+        return run
+
+    def _compile_stages(self, sub):
         from sweep import tracecache
         from sweep.codegen import build, emit
         r = self.runner
         dev0 = jax.devices()[0]
-        sub = (lambda label: hashlib.sha256(f"{self.key}:{label}".encode()).hexdigest()) if self.key else \
-            (lambda label: None)
         # the equilibria of a chunk over every CPU device (the integration's
         # threads use every core; without this the equilibria ran on one)
         n_eq = equilibrium_devices(len(self.theta_rows))
@@ -175,26 +223,12 @@ class _Lowered:
                 err = e
             first = first_job.result()
         if err is not None:
-            log.warning(f"warning: generated backend not available ({err}); running on XLA")
-            r.info = {"backend": "xla", "why": str(err)}
-            compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
-            return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(thetas, dev0)))
+            return self._on_xla(err)
         kernel = build.Kernel(gen, fn, threads=r.threads)
         r.info = {"backend": "generated", "statements": gen.n_statements, "lanes": gen.W,
                   "threads": kernel.threads, **info,
                   "trace_skipped": bool(first_loaded and info.get("trace_skipped"))}
-        per_vector = "1 variant per vector (scalar code)" if gen.W == 1 else f"{gen.W} variants per vector"
-        if info.get("trace_skipped"):
-            log.info(f"generated backend: {gen.n_statements} statements from the cache (not traced: "
-                     f"loaded in {info['trace_s']:.1f} s), {per_vector}, "
-                     f"{kernel.threads} thread(s)")
-        elif info["cached"]:
-            log.info(f"generated backend: {gen.n_statements} statements from the cache (traced in "
-                     f"{info['trace_s']:.1f} s), {per_vector}, {kernel.threads} thread(s)")
-        else:
-            log.info(f"generated backend: {gen.n_statements} statements, {per_vector}, "
-                     f"{kernel.threads} thread(s); traced in {info['trace_s']:.1f} s, generated in "
-                     f"{info['generate_s']:.1f} s, compiled in {info['build_s']:.1f} s")
+        _log_built(gen, kernel, info, "integration; equilibria on XLA")
 
         split = r.info.setdefault("split", {"equilibria_s": 0.0, "integration_s": 0.0})
 
@@ -210,6 +244,20 @@ class _Lowered:
             split["integration_s"] += time.perf_counter() - t1
             return out
         return run
+
+
+def _log_built(gen, kernel, info, what):
+    per_vector = "1 variant per vector (scalar code)" if gen.W == 1 else f"{gen.W} variants per vector"
+    if info.get("trace_skipped"):
+        log.info(f"generated backend ({what}): {gen.n_statements} statements from the cache (not traced: "
+                 f"loaded in {info['trace_s']:.1f} s), {per_vector}, {kernel.threads} thread(s)")
+    elif info["cached"]:
+        log.info(f"generated backend ({what}): {gen.n_statements} statements from the cache (traced in "
+                 f"{info['trace_s']:.1f} s), {per_vector}, {kernel.threads} thread(s)")
+    else:
+        log.info(f"generated backend ({what}): {gen.n_statements} statements, {per_vector}, "
+                 f"{kernel.threads} thread(s); traced in {info['trace_s']:.1f} s, generated in "
+                 f"{info['generate_s']:.1f} s, compiled in {info['build_s']:.1f} s")
 
 
 def equilibrium_devices(chunk):

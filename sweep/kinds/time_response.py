@@ -205,7 +205,8 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, case.exc) if lifted else "",
-                               shared=bool(lifted and shared))
+                               shared=bool(lifted and shared),
+                               whole=make_variant(model, pset, case) if (shared or not lifted) else None)
     if n_dev > 1:
         return mapping.StagedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), n_dev,
                                     micro_batch)
@@ -413,9 +414,8 @@ class TimeResponse(JobKind):
         c, topo = plan.case, plan.model.topology
         where = (engine_note(plan.n_dev) if c.method.jittable else "the host, one variant at a time")
         if c.backend == "generated":
-            from sweep.engine.generated import default_threads, equilibrium_devices
-            where = (f"generated C, {default_threads()} thread(s) (equilibria on "
-                     f"{engine_note(equilibrium_devices(plan.chunk))})")
+            from sweep.engine.generated import default_threads
+            where = f"generated C, {default_threads()} thread(s)"
         what = (f"{c.method.name.upper()} chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"

@@ -384,6 +384,20 @@ def test_rerun_with_the_same_prekey_does_not_trace(monkeypatch):
         build.load_or_build(f, x0, prekey=prekey + "-other")
 
 
+def test_argmax_and_argmin_follow_xla():
+    """First index of the extreme, ties to the earlier index, the first NaN
+    wins (XLA's comparator), over rows and columns."""
+    def f(x):
+        m = x.reshape(3, 4)
+        return (jnp.argmax(m, axis=1), jnp.argmin(m, axis=0), jnp.argmax(jnp.abs(m[:, :3]), axis=1),
+                jnp.argmax(x))
+    xs = np.array([[1.0, 3.0, 3.0, 2.0, -1.0, -1.0, 0.0, 5.0, 2.0, np.nan, 7.0, np.nan],
+                   [0.0, 0.0, 0.0, 0.0, 4.0, -4.0, 4.0, 4.0, np.nan, 1.0, 1.0, 1.0],
+                   [-2.0, 1.0, -3.0, 0.5, 9.0, 8.0, -9.0, 0.0, 1.0, 2.0, 3.0, 4.0]])
+    kernel = _generated(f, xs)
+    _assert_equal(kernel(xs), jax.vmap(f)(xs), tol=0.0)
+
+
 def test_shared_arguments_are_run_time_inputs():
     """An argument marked shared (the same for every variant) is read at run
     time from its own buffer: one build serves any values of it, including
