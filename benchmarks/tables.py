@@ -165,6 +165,24 @@ def nmse_pothole(res):
     return nmse_table(res, "pothole, h = 1 ms")
 
 
+def job_throughput(res):
+    """The whole job's throughput on this machine (benchmarks/job_throughput.py,
+    job_throughput.json)."""
+    L = ["| axle | variants | run [s] | variant-steps/s | chunks computing [s] | writer thread [s] | "
+         "compile [s] | peak host memory [GiB] | status |", "|---|---|---|---|---|---|---|---|---|"]
+    for j in res["jobs"]:
+        L.append(f"| {AXLE_NAMES.get(j['model'], j['model'])} | {j['variants']:,} | {j['run_s']:.2f} | "
+                 f"{j['variant_steps_per_s']:,} | {j['compute_s']:.2f} | {j['write_s']:.2f} | "
+                 f"{j['compile_s']:.1f} | {j['host_peak_gib']:.2f} | {j['status']} |")
+    m = res["machine"]
+    L.append("")
+    L.append(f"(python benchmarks/job_throughput.py --models ... --variants ...; the longitudinal step over "
+             f"{res['window_s'][0]}-{res['window_s'][1]} s, h = {res['dt'] * 1e3:g} ms, every step written; "
+             f"{res['date']}, commit {res['commit']}; {m['cpu']}, {m['cores']} cores; compile from the caches "
+             "of earlier runs where they had the program)")
+    return "\n".join(L)
+
+
 @dataclasses.dataclass(frozen=True)
 class Block:
     render: Callable       # the results (one JSON, or a list of JSONs) -> markdown
@@ -185,6 +203,7 @@ BLOCKS = {
     "nmse_step": Block(nmse_step, ("work_precision.json",), ("docs/validation.md",)),
     "nmse_pothole": Block(nmse_pothole, ("work_precision_pothole.json",), ("docs/validation.md",)),
     "road_jobs": Block(road_jobs_table, ("road_jobs.json",), ("docs/load_cases.md",)),
+    "job_throughput": Block(job_throughput, ("job_throughput.json",), ("docs/performance.md",)),
 }
 
 

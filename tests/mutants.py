@@ -450,6 +450,16 @@ MUTANTS = [
              "data.update({p.name: X[a:b, i] for i, p in enumerate(pset.params)})",
              "data.update({p.name: X[a:b, i][::-1] for i, p in enumerate(pset.params)})")],
            REPRO_TESTS),
+    # ------------------------------------------------------------ generated code, programs kept in memory
+    Mutant("codegen_argmax_ties", "generated argmax: a tie takes the later index (XLA keeps the first)",
+           [("sweep/codegen/emit.py", 'cmp = "gt" if name == "argmax" else "lt"',
+             'cmp = "ge" if name == "argmax" else "le"')],
+           ["tests/sweep/codegen/test_codegen.py::test_argmax_and_argmin_follow_xla"]),
+    Mutant("programs_ignore_folded_values", "workbench: a generated program (values folded in) kept for "
+           "another job's values",
+           [("sweep/engine/stream.py", 'getattr(runner.fn, "values_key", None) if host else None',
+             "None")],
+           ["tests/sweep/test_workbench.py::test_programs_are_kept_by_structure_devices_and_chunk_shape"]),
 ]
 
 
