@@ -49,15 +49,16 @@ def _preload_report_modules():
                      name="preload-report", daemon=True).start()
 
 
-def main(cfg: DictConfig, progress=None, programs=None, raise_errors=False) -> int:
+def main(cfg: DictConfig, progress=None, programs=None, interactive=False) -> int:
     """Run the job of ``cfg``; 0, 2 after a one-line error (bad config or
     model: nothing is built, compiled or written), or 1 when every variant
     the cube holds failed (no status whose values are kept, sweep.status:
     the cube is written with their status, no picture is drawn).
     ``programs``: compiled runners kept between the jobs of a workbench
-    (:class:`sweep.engine.stream.Programs`); ``raise_errors``: a bad config
-    or model raises its :class:`kernels.model.ModelError` (a workbench) instead
-    of being logged as code 2 (the command line)."""
+    (:class:`sweep.engine.stream.Programs`); ``interactive`` (a workbench):
+    a bad config or model raises its :class:`kernels.model.ModelError`
+    instead of being logged as code 2, and a stop (SIGINT / SIGTERM) raises
+    KeyboardInterrupt instead of ending the process."""
     ensure_console_logging()
     try:
         kind = kind_of(cfg)
@@ -66,9 +67,9 @@ def main(cfg: DictConfig, progress=None, programs=None, raise_errors=False) -> i
         config_yaml = OmegaConf.to_yaml(cfg, resolve=True)
         summary = engine.run(kind, cfg, config_yaml, progress=progress if progress is not None
                              else bool(cfg.sweep.get("progress", True)), programs=programs,
-                             before_compile=_preload_report_modules)
+                             before_compile=_preload_report_modules, interactive=interactive)
     except ModelError as err:        # ConfigError and StoreError are ModelErrors
-        if raise_errors:
+        if interactive:
             raise
         log.error("error: " + " ".join(str(err).split()))
         return 2

@@ -19,7 +19,11 @@ load-case kind, method, chunk shape; any values) reuses that program. A bad
 configuration or model raises :class:`kernels.model.ModelError` with the
 one-line message the command line prints; a job whose every variant failed
 raises :class:`JobFailed` (its cube is written, with the status of each
-variant). Multiruns (``-m``) and Hydra launchers stay with the command line.
+variant). An interrupt (Ctrl-C, a notebook's stop button) stops the job as
+on the command line - the finished chunks stay in the cube, the line says
+so - but raises KeyboardInterrupt instead of ending the process; the same
+``run`` resumes. Multiruns (``-m``) and Hydra launchers stay with the
+command line.
 """
 from __future__ import annotations
 
@@ -100,7 +104,7 @@ class Workbench:
         if not self._set_up:
             setup(cfg)
             self._set_up = True
-        code = main(cfg, progress=self.progress, programs=self.programs, raise_errors=True)
+        code = main(cfg, progress=self.progress, programs=self.programs, interactive=True)
         path = os.path.abspath(str(cfg.output.path))
         if code:
             raise JobFailed(f"every variant of the job failed: no usable result in {path} "

@@ -15,17 +15,19 @@ from sweep.engine.stops import RunContext
 from sweep.runtime import ensure_console_logging
 
 
-def run(kind, cfg, cfg_yaml, progress=None, programs=None, before_compile=None):
+def run(kind, cfg, cfg_yaml, progress=None, programs=None, before_compile=None, interactive=False):
     """Run (or resume) the job of ``cfg`` with ``kind`` into its cube; returns
     the summary dict (path, n_variants, chunk, n_chunks, todo, devices,
     compile_s, run_s, variants_run and the kind's own entries). SIGINT /
     SIGTERM stop it cleanly; the store locks are released whatever happens.
     ``programs``: compiled runners kept from earlier jobs of this process
     (:class:`sweep.engine.stream.Programs`), None outside a workbench;
+    ``interactive``: a stop (SIGINT / SIGTERM) raises KeyboardInterrupt
+    instead of ending the process (a workbench);
     ``before_compile()``: called when there is something to compile and run
     (the app starts loading its report's modules meanwhile)."""
     ensure_console_logging()
-    with RunContext() as ctx:
+    with RunContext(interactive=interactive) as ctx:
         plan = kind.plan(cfg)
         spec = layout.store_spec(plan)
         from sweep.cube import CF_CONVENTIONS      # every kind's cube, a plug-in kind's too

@@ -10,8 +10,11 @@ flight (nothing of it is written), a signal while a chunk is being written
 right after the write (its flag set). Either way :meth:`RunContext.exit`
 prints one line (what is saved, how to resume), releases the store locks and
 ends the process with 128 + signal (130 SIGINT, 143 SIGTERM) without
-unwinding through JAX. Outside the main thread (no signal handlers possible)
-nothing is installed.
+unwinding through JAX - or, in an interactive process that must outlive
+the job (a workbench: ``interactive=True``), raises KeyboardInterrupt in the
+main thread after the same line (the abandoned chunk's computation ends in
+its worker thread, unwritten). Outside the main thread (no signal handlers
+possible) nothing is installed.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ class RunContext:
     (the tests' fault injection, ``tests/fault_sweep.py``)."""
     on_chunk_written = None
 
-    def __init__(self):
+    def __init__(self, interactive=False):
+        self.interactive = bool(interactive)
         self.signum = None
         self._old = {}
         self.path = None        # the store being written, for the stop message
@@ -123,4 +127,7 @@ class RunContext:
                 h.flush()
             except Exception:  # noqa: BLE001
                 pass
+        if self.interactive:
+            signum, self.signum = self.signum, None
+            raise KeyboardInterrupt(f"{msg} (signal {signum})")
         os._exit(128 + self.signum)

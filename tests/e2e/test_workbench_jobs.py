@@ -46,3 +46,41 @@ def test_a_workbench_reruns_changed_values_without_compiling(tmp_path, caplog):
     from kernels.model import ModelError
     with pytest.raises(ModelError, match="integrator.dt"):
         s.run(*TOY, "integrator.dt=0.0007", f"output.path={tmp_path}/d.zarr")
+
+
+INTERRUPTED = r"""
+import os, signal, sys
+from sweep.workbench import Workbench
+from sweep.engine.stops import RunContext
+args = sys.argv[1:]
+RunContext.on_chunk_written = staticmethod(lambda n: os.kill(os.getpid(), signal.SIGINT) if n == 1 else None)
+wb = Workbench()
+try:
+    wb.run(*args)
+except KeyboardInterrupt as stop:
+    print("STOPPED:", stop)
+RunContext.on_chunk_written = None
+ds = wb.run(*args)
+print("STATUS:", sorted(set(ds.status.values.tolist())), ds.sizes["variant"])
+"""
+
+
+def test_an_interrupted_workbench_job_stops_cleanly_and_resumes(tmp_path):
+    """Ctrl-C in a notebook: the job stops after its written chunk with the
+    command line's line, the process (the notebook's kernel) lives on, and
+    the same run resumes from the store."""
+    import os
+    import subprocess
+    import sys
+    from tests.conftest import ROOT
+    from tests.e2e.test_faults import TOY
+    env = dict(os.environ, AXLE_JAX_CACHE_DIR=str(tmp_path / "cache"), AXLE_CPU_DEVICES="1")
+    proc = subprocess.run([sys.executable, "-c", INTERRUPTED, *TOY, f"output.path={tmp_path}/w.zarr"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    import re
+    saved = re.search(r"STOPPED: interrupted by SIGINT: (\d) of 3 chunk\(s\) are saved", out)
+    assert saved and 1 <= int(saved.group(1)) < 3, out         # the written chunk kept, not the whole job
+    assert f"{saved.group(1)} finished chunk(s) verified against their checksums" in out, out
+    assert "STATUS: [0] 6" in out, out
