@@ -152,7 +152,7 @@ def make_variant(model, pset, case, stages=False, lifted=False):
     else:
         inputs = folded
     # the generated integration folds the values into its C (module
-    # sweep.engine.generated: specialised code per model); it reads theta only
+    # sweep.codegen.runner: specialised code per model); it reads theta only
     integration_inputs = folded if lifted == "equilibrium" else inputs
 
     def equilibrium(row):
@@ -191,7 +191,7 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
     a method that cannot be traced runs variant by variant on the host
     (:class:`~sweep.engine.mapping.HostRunner`). A chunk of one variant is
     the app's single-variant path. ``case.backend`` = generated: the
-    integration as generated C (:class:`sweep.engine.generated.GeneratedRunner`;
+    integration as generated C (:class:`sweep.codegen.runner.GeneratedRunner`;
     the same case on XLA is its fallback). ``lifted``: rows ``[theta |
     values]`` in place of thetas (:func:`make_variant`); ``shared``: every
     row has the same values (no hardpoint design), which then stay unbatched
@@ -199,7 +199,7 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
     if not case.method.jittable:
         return mapping.HostRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), micro_batch)
     if case.backend == "generated":
-        from sweep.engine.generated import GeneratedRunner, default_threads
+        from sweep.codegen.runner import GeneratedRunner, default_threads
         fallback = make_chunk_runner(model, pset, dataclasses.replace(case, backend="xla"), n_dev, micro_batch,
                                      lifted, shared)
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
@@ -252,7 +252,7 @@ class Case:
     solver: str = "block"
     bidx: Optional[tuple] = None  # stored bushings (indices), None: all
     method: Any = "lsrt2"       # the method value or name (kernels.methods.METHODS, options applied)
-    backend: str = "xla"        # xla | generated (integrator.backend resolved: sweep.engine.generated)
+    backend: str = "xla"        # xla | generated (integrator.backend resolved: sweep.codegen.runner)
     tolerance: Optional[tuple] = None  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
     limits: Any = None          # kernels.kc.StaticLimits of the static state (config `checks`)
     loadcase_name: str = ""
@@ -370,7 +370,7 @@ class TimeResponse(JobKind):
         shapes = channel_shapes(model, bidx)
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one
-        from sweep.engine.generated import resolve
+        from sweep.codegen.runner import resolve
         if pset.hardpoints:
             # each variant its own geometry: values per variant, which the
             # generated C (specialised to one model's values) cannot take
@@ -414,7 +414,7 @@ class TimeResponse(JobKind):
         c, topo = plan.case, plan.model.topology
         where = (engine_note(plan.n_dev) if c.method.jittable else "the host, one variant at a time")
         if c.backend == "generated":
-            from sweep.engine.generated import default_threads
+            from sweep.codegen.runner import default_threads
             where = f"generated C, {default_threads()} thread(s)"
         what = (f"{c.method.name.upper()} chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "

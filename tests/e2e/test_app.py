@@ -119,7 +119,7 @@ def test_default_job_runs_the_generated_code_and_equals_xla(tmp_path):
     the generated code's different operation order only). Without a
     compiler, auto says so in one line and runs on XLA."""
     from sweep.codegen import build
-    # long enough for auto to build the C (sweep.engine.generated.GENERATED_MIN_VARIANT_STEPS)
+    # long enough for auto to build the C (sweep.codegen.runner.GENERATED_MIN_VARIANT_STEPS)
     toy = ["model=toy_trailing_arm", "loadcase.t_start=0.0", "loadcase.t_end=61.0", "output.every=100"]
     env = {k: v for k, v in os.environ.items() if k != "AXLE_AUTO_BACKEND"}
     runs = {}

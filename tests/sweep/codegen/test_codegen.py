@@ -1,4 +1,4 @@
-"""The generated backend (sweep.codegen, sweep.engine.generated) against XLA.
+"""The generated backend (sweep.codegen, sweep.codegen.runner) against XLA.
 
 The oracle is the JAX function itself run by XLA: the generated C must give
 every output channel of the time-response integration equal to 1e-10
@@ -228,7 +228,7 @@ def test_a_compiler_error_is_reported_with_its_text(tmp_path, monkeypatch):
 
 def test_runner_falls_back_to_xla_with_one_line_when_no_compiler(monkeypatch, caplog):
     from sweep.engine import mapping
-    from sweep.engine.generated import GeneratedRunner
+    from sweep.codegen.runner import GeneratedRunner
 
     def first(th):
         return th * 2.0
@@ -331,7 +331,7 @@ def _compare(name, method, relin, W=4, **kw):
 def test_a_chunk_of_one_variant_is_built_with_one_variant_per_vector():
     """The single-variant job's chunk gets scalar code (its other lanes
     would compute padding); a batch the runner's vector width."""
-    from sweep.engine.generated import LANES, _Lowered
+    from sweep.codegen.runner import LANES, _Lowered
     gen_runner, _, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
     assert _Lowered(gen_runner, thetas[:1]).lanes() == 1
     assert _Lowered(gen_runner, thetas[:2]).lanes() == LANES == 4

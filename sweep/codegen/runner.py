@@ -1,8 +1,10 @@
-"""The generated backend as a chunk runner: the static equilibria on XLA
-(the first stage of :class:`sweep.engine.mapping.StagedRunner`), the
-integration as model-specific C generated from the same per-variant JAX
-function (:mod:`sweep.codegen`), variants in groups of W (one SIMD vector),
-groups spread over the CPU cores by threads.
+"""The generated backend as a chunk runner: each variant - its static
+equilibrium and its integration - as model-specific C generated from the
+same per-variant JAX function (:mod:`sweep.codegen.emit`), variants in
+groups of W (one SIMD vector), groups spread over the CPU cores by threads;
+where the generator cannot translate the equilibrium, the equilibria on
+XLA (the first stage of :class:`sweep.engine.mapping.StagedRunner`) and the
+integration generated. Which backend a job gets: :func:`resolve`.
 
 When the generated code cannot be built (no C compiler, a primitive the
 generator does not know) the runner logs one line saying why and runs

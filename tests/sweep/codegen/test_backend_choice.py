@@ -1,4 +1,4 @@
-"""Which backend a time-response job integrates on (sweep.engine.generated.resolve):
+"""Which backend a time-response job integrates on (sweep.codegen.runner.resolve):
 integrator.backend defaults to auto, and auto means the generated C on a
 CPU with a C compiler for a job long enough to pay for its build, XLA
 otherwise - with one line saying why where the compiler is missing or the
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from sweep.codegen import build
-from sweep.engine import generated
+from sweep.codegen import runner as generated
 from sweep.schema import ConfigError
 from tests.conftest import ROOT
 
