@@ -238,6 +238,10 @@ def check_config_files(argv, config_name="config"):
         if not sep or group.startswith(("+", "~", "hydra")) or "." in group:
             continue
         for n in names.split(","):
+            if group == "model" and n.endswith((".yaml", ".yml")) and not os.path.isfile(n):
+                from kernels.model import ModelError
+                raise ModelError(f"model={n}: no such model file (a path is read relative to "
+                                 f"{os.getcwd()}; a shipped axle is named without .yaml)")
             found = [p for p in (os.path.join(r, group, f"{n}.yaml") for r in roots) if os.path.isfile(p)]
             if found:
                 files.append((group, found[0]))

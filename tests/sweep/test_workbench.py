@@ -50,6 +50,7 @@ def test_programs_drop_the_least_recently_used():
     (("-m", "sweep=lhs"), "a workbench runs one job"),
     (("integrator.relinearize_every=2",), "integrator.relinearize_every"),
     (("model=no_such_axle",), "no_such_axle"),
+    (("model=/no/such/axle.yaml",), "model=/no/such/axle.yaml: no such model file"),
 ])
 def test_workbench_config_errors_raise_before_anything_runs(args, message):
     from sweep.workbench import Workbench
