@@ -40,7 +40,7 @@ def test_a_job_runs_with_the_users_element_and_sweeps_it(tmp_path):
     proc = cli(*TOY[:-1], "integrator.backend=generated", *ELEMENT, f"output.path={gen_path}",
                f"hydra.run.dir={tmp_path}/hydra_generated")
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
-    assert "generated backend:" in proc.stdout + proc.stderr
+    assert "generated backend (" in proc.stdout + proc.stderr
     gen = xr.open_zarr(gen_path)
     assert list(gen.status.values) == [0, 0, 0]
     for var in ("wheel_centre_displacement", "bushing_force"):
