@@ -130,13 +130,15 @@ def hydra_app(main, config_name="config"):
 
 def _may_set_mode(argv):
     """Whether a command line may choose Hydra's run mode other than by
-    ``-m`` / ``--multirun``: a ``hydra.mode`` override or a ``hydra/`` group
-    choice (whose file could set it). The project's primary configs never
-    set it (tests/sweep/test_entry_points.py)."""
+    ``-m`` / ``--multirun``: a ``hydra.mode`` override, a ``hydra/`` group
+    choice (whose file could set it) or another primary config. The
+    project's primary configs never set it (tests/sweep/test_workbench.py)."""
     for a in argv:
         key = a.partition("=")[0].lstrip("+~")
         if key.startswith(("hydra.mode", "hydra/")):
             return True
+        if key in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd"):
+            return True                          # another primary config: it may set the mode
     return False
 
 

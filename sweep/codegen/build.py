@@ -358,7 +358,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
     gen = emit.generate(fn, *example_args, W=W, traced=traced, shared=shared)
     t_gen = time.perf_counter() - t
     fn_c, spent = build(gen)
-    tmp = meta + f".{os.getpid()}.tmp"
+    tmp = meta + f".{os.getpid()}.{threading.get_ident()}.tmp"     # unique per thread too (a workbench)
     with open(tmp, "wb") as f:
         pickle.dump(gen, f)
     os.replace(tmp, meta)
@@ -370,7 +370,7 @@ def _write_ref(ref, key):
     """Record (atomically) that the prekey file ``ref`` maps to the jaxpr key ``key``."""
     if ref is None:
         return
-    tmp = ref + f".{os.getpid()}.tmp"
+    tmp = ref + f".{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w") as f:
         f.write(key)
     os.replace(tmp, ref)
@@ -428,11 +428,14 @@ class Kernel:
         import jax
         W = self.gen.W
         shared = getattr(self.gen, "shared", ())
+        if shared and max(shared) >= len(args):
+            raise ValueError(f"generated code: {len(args)} arguments, built for shared ones at {shared}")
         sh = [np.asarray(a, np.float64).reshape(-1) for i, a in enumerate(args) if i in shared
               for a in jax.tree_util.tree_leaves(a)]
-        sh = np.ascontiguousarray(np.concatenate(sh) if sh else np.zeros(1))
-        if sh.size != max(1, getattr(self.gen, "n_shared", 0)):
+        sh = np.concatenate(sh) if sh else np.zeros(0)
+        if sh.size != getattr(self.gen, "n_shared", 0):
             raise ValueError(f"generated code: {sh.size} shared input values, built for {self.gen.n_shared}")
+        sh = np.ascontiguousarray(sh if sh.size else np.zeros(1))       # never a null pointer
         args = [a for i, a in enumerate(args) if i not in shared]
         leaves = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(args)]
         C = leaves[0].shape[0]

@@ -96,9 +96,11 @@ class Programs:
     structural key (:func:`sweep.tracecache.fingerprint`: values are run-time
     inputs, so a changed load, rate, mass or hardpoint has the same key), the
     same devices and chunk shape runs the program compiled for an earlier one
-    - no trace, no load from the cache, no compile. A runner without a sure
-    key (``key`` None) is never kept. The generated backend's C folds the
-    model's values in, so its runners are kept per values digest. At most
+    - no trace, no load from the cache, no compile. A runner without a key
+    (``key`` None) is never kept (one whose closure the fingerprint cannot
+    hash has a key of its own process: kept, never found again). The
+    generated backend's C folds the model's values in, so its runners are
+    kept per values digest, the latest values of a structure only. At most
     ``size`` programs, the least recently used dropped first (each holds its
     executable and, on the generated backend, its workspaces)."""
 
@@ -132,6 +134,10 @@ class Programs:
     def put(self, key, entry):
         if key is None or self.size <= 0:
             return
+        if isinstance(key, tuple) and key[-1] is not None:      # folded values: the latest per structure
+            for old in [k for k in self._kept if isinstance(k, tuple) and k[-1] is not None
+                        and k[:-1] == key[:-1]]:
+                del self._kept[old]
         self._kept[key] = entry
         self._kept.move_to_end(key)
         while len(self._kept) > self.size:
@@ -174,7 +180,8 @@ def compile_runner(ctx, runner, n_dev, programs=None):
                 info["split"][k] = 0.0
         compile_s = time.perf_counter() - tic
         log.info("compiled in %.1f s (reused: kept in memory from an earlier job of this structure in this "
-                 "process; values are run-time inputs)", compile_s)
+                 "process; %s)", compile_s, "the same values, which the generated C holds" if info is not None
+                 else "values are run-time inputs")
     else:
         compiled, loaded = ctx.wait(build, doing="the compilation")
         compile_s = time.perf_counter() - tic

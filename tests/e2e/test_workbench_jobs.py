@@ -84,3 +84,23 @@ def test_an_interrupted_workbench_job_stops_cleanly_and_resumes(tmp_path):
     assert saved and 1 <= int(saved.group(1)) < 3, out         # the written chunk kept, not the whole job
     assert f"{saved.group(1)} finished chunk(s) verified against their checksums" in out, out
     assert "STATUS: [0] 6" in out, out
+
+
+def test_a_workbench_keeps_the_generated_programs_of_the_latest_values(tmp_path, caplog):
+    """The generated C holds the model's values: a job with changed values
+    builds its own program (never the kept one of other values), the same
+    values again reuse it."""
+    from sweep.workbench import Workbench
+    s = Workbench()
+    caplog.set_level(logging.INFO, logger="sweep")
+    gen = (*TOY, "integrator.backend=generated")
+    a = s.run(*gen, f"output.path={tmp_path}/a.zarr")
+    caplog.clear()
+    b = s.run(*gen, "loadcase.wheel_loads.left.fz=4100", f"output.path={tmp_path}/b.zarr")
+    assert "kept in memory" not in caplog.text and "generated backend (" in caplog.text
+    assert not np.allclose(a.wheel_centre_displacement, b.wheel_centre_displacement)
+    caplog.clear()
+    c = s.run(*gen, "loadcase.wheel_loads.left.fz=4100", f"output.path={tmp_path}/c.zarr")
+    assert "kept in memory from an earlier job of this structure in this process; the same values" in caplog.text
+    np.testing.assert_array_equal(c.wheel_centre_displacement, b.wheel_centre_displacement)
+    assert len(s.programs) == 1

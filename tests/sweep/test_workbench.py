@@ -44,6 +44,14 @@ def test_programs_drop_the_least_recently_used():
     p.clear()
     assert len(p) == 0 and p.get("a") is None
     assert Programs(size=0).get("a") is None
+    # folded values: only the latest values of a structure stay (each a library of its own)
+    p = Programs(size=4)
+    xla = Programs.key(_runner(), 1)
+    v1, v2 = (Programs.key(_runner(host=True, values_key=v), 1) for v in ("v1", "v2"))
+    p.put(xla, "x")
+    p.put(v1, 1)
+    p.put(v2, 2)
+    assert p.get(v1) is None and p.get(v2) == 2 and p.get(xla) == "x"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -57,22 +65,31 @@ def test_workbench_config_errors_raise_before_anything_runs(args, message):
     s = Workbench()
     with pytest.raises(ModelError, match=message):
         s.config(*args)
-    assert len(s.programs) == 0
 
 
 def test_workbench_config_is_the_command_lines(tmp_path):
-    """A workbench composes what `python -m sweep` composes: the default output
-    path with the override dirname, a model file given by its path."""
+    """A workbench composes what `python -m sweep` composes (its `--cfg job
+    --resolve`): every key, the default output path with its override
+    dirname; a model file given by its path."""
+    import yaml
+    from omegaconf import OmegaConf
     from sweep.workbench import Workbench
-    from tests.jobs import cfg_of
+    from tests.jobs import cli
     s = Workbench()
-    assert s.config("loadcase.wheel_loads.left.fz=4700") == cfg_of("loadcase.wheel_loads.left.fz=4700")
-    assert "loadcase.wheel_loads.left.fz=4700" in str(s.config("loadcase.wheel_loads.left.fz=4700").output.path)
+    args = ("loadcase.wheel_loads.left.fz=4700", "model=toy_trailing_arm")
+    proc = cli(*args, "--cfg", "job", "--resolve")
+    assert proc.returncode == 0, proc.stderr
+    cli_cfg = yaml.safe_load(proc.stdout)
+    mine = OmegaConf.to_container(s.config(*args), resolve=True)
+    cli_cfg.pop("cache", None)
+    mine.pop("cache", None)
+    assert mine == cli_cfg
+    assert "loadcase.wheel_loads.left.fz=4700" in mine["output"]["path"]
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "configs", "model",
                        "toy_trailing_arm.yaml")
-    mine = tmp_path / "my_axle.yaml"
-    mine.write_text(open(src).read())
-    assert s.config(f"model={mine}").model.name == "toy_trailing_arm"
+    axle = tmp_path / "my_axle.yaml"
+    axle.write_text(open(src).read())
+    assert s.config(f"model={axle}").model.name == "toy_trailing_arm"
 
 
 @pytest.mark.parametrize("argv, may", [
@@ -81,13 +98,17 @@ def test_workbench_config_is_the_command_lines(tmp_path):
     (["hydra.mode=MULTIRUN"], True),
     (["+hydra.mode=MULTIRUN"], True),
     (["hydra/launcher=joblib"], True),
+    (["--config-name", "tune_bump_steer"], True),
+    (["-cn", "mine"], True),
 ])
 def test_hydra_composes_once_unless_the_command_line_may_set_the_mode(argv, may):
     from sweep.entry import _may_set_mode
     assert _may_set_mode(argv) is may
 
 
-@pytest.mark.parametrize("config_name", ["config", "tune"])
+@pytest.mark.parametrize("config_name", sorted(os.path.splitext(f)[0] for f in os.listdir(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs"))
+    if f.endswith(".yaml")))
 def test_the_primary_configs_leave_hydras_mode_unset(config_name):
     """What lets the entry point skip Hydra's first composition (the one
     that only reads ``hydra.mode``): the project's configs never set it."""
