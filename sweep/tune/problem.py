@@ -248,7 +248,9 @@ class TuneProblem:
         dt = float(tr.get("dt", 1e-3))
         t_end = float(tr.get("t_end", 0.3))
         t_step = float(tr.get("step_time", 0.05))
-        n = int(round(t_end / dt))        # dt > 0: the schema (sweep.schema.TUNE)
+        if not dt > 0:                    # the schema checks it for the command line; a script may not
+            raise ConfigError(f"{what}.dt = {dt}: must be > 0 [s]")
+        n = int(round(t_end / dt))
         if n < 1 or not math.isclose(n * dt, t_end, abs_tol=1e-9):
             raise ConfigError(f"{what}.dt = {dt} does not divide t_end = {t_end}")
         if not 0 <= t_step < t_end:

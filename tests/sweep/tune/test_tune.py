@@ -56,6 +56,20 @@ def test_bad_tune_config_is_one_line_before_compute(override, message, capsys, t
     assert not os.path.exists(tmp_path / "h.zarr")
 
 
+def test_a_tune_problem_built_from_python_names_a_zero_step():
+    """``TuneProblem`` from a script (no command-line schema check): a time
+    step of 0 is one error naming the field, not a division by zero."""
+    from sweep.schema import ConfigError
+    from sweep.tune.problem import TuneProblem
+    cfg = tune_cfg("model=toy_trailing_arm", "~parameters", "~objectives", "~constraints",
+                   "+parameters.pf={target: bushing.stiffness, elements: 'pivot_front_*', directions: radial, "
+                   "bounds: [0.5, 2.0]}",
+                   "+objectives.peak={metric: peak_bushing_force, target: 1000.0, scale: 1000.0}",
+                   "time_response.dt=0.0")
+    with pytest.raises(ConfigError, match=r"time_response.dt = 0.0: must be > 0 \[s\]"):
+        TuneProblem(cfg)
+
+
 # --------------------------------------------------------------------------- recovery by python -m sweep.tune
 
 TRUTH = {"pf_x": 1.3, "pf_y": 0.8, "pf_z": 1.5, "rm_x": 0.7, "rm_y": 1.2, "rm_z": 0.9}
