@@ -185,9 +185,10 @@ def compile_runner(ctx, runner, n_dev, programs=None):
     else:
         compiled, loaded = ctx.wait(build, doing="the compilation")
         compile_s = time.perf_counter() - tic
-        log.info("compiled in %.1f s%s", compile_s,
-                 " (reused: the traced program of an earlier run of this structure; values are run-time inputs)"
-                 if loaded else "")
+        reused = (" (reused: the generated code of an earlier run with these values)"
+                  if getattr(runner.fn, "host", False) else
+                  " (reused: the traced program of an earlier run of this structure; values are run-time inputs)")
+        log.info("compiled in %.1f s%s", compile_s, reused if loaded else "")
         if programs is not None:
             programs.put(memo, (compiled, getattr(runner.fn, "info", None)
                                 if getattr(runner.fn, "host", False) else None))
