@@ -261,10 +261,10 @@ def newton_increment(model, r, u, solver="dense"):
     pivot block, whose diagonal can be zero in Euler angles; one step of
     iterative refinement), from
     the block-sparse linearisation: faster per iteration on a batch of
-    variants and about twice as long to compile (BENCHMARKS.md, "Static
-    equilibria by blocks"), so it is the generated backend's choice, whose
-    equilibria compile while gcc builds the integration. The two differ by
-    round-off."""
+    variants and about twice as long to compile on XLA (BENCHMARKS.md,
+    "Static equilibria by blocks"); the generated backend's choice, whose C
+    translates it (dense LU is a LAPACK call there is no C for). The two
+    differ by round-off."""
     from kernels import blocks
     from kernels.dynamics import linearise_blocks
     from kernels.rotations import mv

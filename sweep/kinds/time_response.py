@@ -217,7 +217,7 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
 
 
 def _values_digest(model, exc):
-    """sha256 of the values the generated integration folds in."""
+    """sha256 of the values the generated C folds in (its whole variant, or its integration stage)."""
     import hashlib
     from sweep.engine.values import Lifted
     return hashlib.sha256(Lifted(run_inputs(model, exc)).vector.tobytes()).hexdigest()
@@ -281,7 +281,7 @@ class Case:
             response.Problem(None, self.exc, self.t0, self.dt),
             response.Options(n_samples=self.n_samples, method=self.method, every=self.every,
                              relinearise_every=self.relin, solver=self.solver, tolerance=self.tolerance,
-                             # the generated backend's equilibria compile while gcc builds its C
+                             # the generated C translates the block solver (dense LU is a LAPACK call)
                              equilibrium_solver="block" if self.backend == "generated" else "dense"))
 
 
