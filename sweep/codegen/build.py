@@ -303,7 +303,7 @@ def _finish(proc):
         return f.read() or f"exit status {proc.returncode}"
 
 
-def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, shared=()):
+def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, shared=(), fold=False):
     """(Kernel inputs: Generated, ctypes function, info) for a per-variant
     function: from the cache when this jaxpr (with its constants, W and the
     generator's version) was built before - tracing only - else generated
@@ -319,13 +319,15 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
 
     ``shared``: positions of ``fn``'s arguments that are the same for every
     variant (:class:`sweep.codegen.emit.Generated`; :class:`Kernel` takes
-    them unbatched)."""
+    them unbatched); ``fold``: their values' pattern is compiled in
+    (:func:`sweep.codegen.emit.shared_pattern`; the prekey must then hold
+    the pattern's digest)."""
     import pickle
     from sweep.codegen import emit
     t = time.perf_counter()
     ref = None
     if prekey and traced is None:
-        ref = os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)}".encode())
+        ref = os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)} fold={fold}".encode())
                            .hexdigest()[:24] + ".key")
         try:
             with open(ref) as f:
@@ -337,7 +339,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
                                "generate_s": 0.0, "build_s": spent}
         except Exception:  # noqa: BLE001 - no entry yet, or a damaged one: trace
             pass
-    traced = traced or emit.trace(fn, *example_args, W=W, shared=shared)
+    traced = traced or emit.trace(fn, *example_args, W=W, shared=shared, fold=fold)
     key = traced[2]
     cc = compiler()
     if cc is None:
@@ -355,7 +357,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
             pass
     t_trace = time.perf_counter() - t
     t = time.perf_counter()
-    gen = emit.generate(fn, *example_args, W=W, traced=traced, shared=shared)
+    gen = emit.generate(fn, *example_args, W=W, traced=traced, shared=shared, fold=fold)
     t_gen = time.perf_counter() - t
     fn_c, spent = build(gen)
     tmp = meta + f".{os.getpid()}.{threading.get_ident()}.tmp"     # unique per thread too (a workbench)

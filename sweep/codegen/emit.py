@@ -861,13 +861,23 @@ class Translator:
             return self.from_elems(items, shape, v.cv.dtype)
         if L == 1:
             return Val(v.ref[0].copy(), v.cv[0].copy())
-        # materialise the array in the arena (before the loop: its elements are defined outside)
-        base = self.p.alloc(L * n)
+        # materialise the array in the arena, before the loop (its elements are
+        # defined outside), in the outermost scope its elements allow: an
+        # element table read at run time is stored once per call, not in every
+        # step of an enclosing time loop; the same array stored at the top
+        # level is stored once for every scan over it
         items = self.elems(v)
         loop = self.p.loops.pop()
         scope = self.p.scopes.pop()
-        for e, a in enumerate(items):
-            self.p.store(base + e, a)
+        d = max([self.p.depth(a) for a in items if not isinstance(a, float)] + [0])
+        key = ("materialised", L, tuple(items)) if d == 0 else None
+        base = self.p.cse[0].get(key) if key else None
+        if base is None:
+            base = self.p.alloc(L * n)
+            for e, a in enumerate(items):
+                self.p.scopes[d].append((None, "store", (int(base + e), a)))
+            if key:
+                self.p.cse[0][key] = base
         self.p.loops.append(loop)
         self.p.scopes.append(scope)
         items = [self.p.emit("xarena", (float(base - BUF), float(n), float(k)), _kind(v.cv.dtype),
@@ -1010,18 +1020,50 @@ def _generator_version():
     return h.hexdigest()
 
 
-def trace(fn, *example_args, W=4, chunk=CHUNK, shared=()):
+FOLDED = (0.0, 1.0, -1.0)     # shared values a pattern-folded build compiles in (a zero direction, an identity)
+
+
+def shared_pattern(example_args, shared):
+    """The pattern of the shared arguments' values that a ``fold`` build
+    compiles in (:func:`generate`): per shared element, ``-1 - j`` where it
+    is exactly ``FOLDED[j]`` (signed zeros apart: ``-0.0`` is ``-4``), else
+    its own position (read at run time). Values with the same pattern share
+    the built code: a changed nonzero rate, load or hardpoint keeps it, a
+    value that becomes 0 or +-1 (a bushing direction removed, a frame made
+    axis-parallel) is another pattern. (Reading equal values once as well
+    was measured on the double wishbone: no gain beyond noise, and a pattern
+    that a changed rotational rate of a symmetric bushing would break.)"""
+    flat = [np.asarray(a, np.float64).ravel() for i, x in enumerate(example_args) if i in shared
+            for a in jax.tree_util.tree_leaves(x)]
+    v = np.concatenate(flat) if flat else np.zeros(0)
+    code = np.arange(v.size, dtype=np.int64)
+    code[v == 1.0] = -2
+    code[v == -1.0] = -3
+    zero = v == 0.0
+    code[zero & ~np.signbit(v)] = -1
+    code[zero & np.signbit(v)] = -4
+    return code
+
+
+def pattern_digest(code):
+    """A short digest of :func:`shared_pattern` (part of the build's key)."""
+    return hashlib.sha256(np.ascontiguousarray(code).tobytes()).hexdigest()[:24]
+
+
+def trace(fn, *example_args, W=4, chunk=CHUNK, shared=(), fold=False):
     """(closed jaxpr, output tree, key) of ``fn``: the key hashes the jaxpr's
     text, its constants, the lanes, the chunking, the shared arguments'
     positions and the generator's version - what the generated code depends
-    on (the build cache's key)."""
+    on (the build cache's key). ``fold``: the shared values' pattern
+    (:func:`shared_pattern`) is compiled in and enters the key."""
     from kernels.forces import element_loops
     # element groups as loops (one copy of the element code each); traced as a
     # fresh function, so that no trace JAX cached for ``fn`` without the loops is reused
     with element_loops():
         closed, shapes = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*example_args)
     out_tree = jax.tree_util.tree_structure(shapes)
-    key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} shared={tuple(shared)} "
+    pattern = pattern_digest(shared_pattern(example_args, shared)) if fold else ""
+    key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} shared={tuple(shared)} {pattern}"
                          f"{_generator_version()}".encode())
     return closed, out_tree, key.hexdigest()[:24]
 
@@ -1152,14 +1194,19 @@ def fuse_output_passes(prog, out_refs):
     return selects
 
 
-def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=()):
+def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=False):
     """C for ``fn(*args)`` (a per-variant JAX function of arrays) with every
     scalar a vector of ``W`` variants. ``example_args`` fix the shapes and
-    dtypes (their values are not used); ``traced``: :func:`trace`'s result
-    when the caller has it. ``shared``: positions of arguments that are the
-    same for every variant (:class:`Generated`)."""
+    dtypes (their values are not used, except the shared ones' pattern under
+    ``fold``); ``traced``: :func:`trace`'s result when the caller has it.
+    ``shared``: positions of arguments that are the same for every variant
+    (:class:`Generated`). ``fold``: the shared values' pattern is compiled
+    in (:func:`shared_pattern`): the values 0 and +-1 as constants, so that
+    a bushing's absent directions and a frame's identity parts fold away as
+    with values known; every other value is read at run time."""
     shared = tuple(sorted(int(i) for i in shared))
-    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk, shared=shared)
+    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk, shared=shared, fold=fold)
+    code = shared_pattern(example_args, shared) if fold else None
     prog = Program()
     tr = Translator(prog)
     flat_in = jax.tree_util.tree_leaves(example_args)
@@ -1168,8 +1215,22 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=()):
     for a, sh in zip(flat_in, is_shared):
         a = np.asarray(a)
         if sh:                  # read once per call from the shared buffer: S(sh[k])
-            ids = [prog.emit("shared_in", (float(ks + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
+            if code is None:
+                ids = [prog.emit("shared_in", (float(ks + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
+                cv = np.zeros(a.shape, a.dtype)
+            else:
+                ids, cv = [], np.zeros(a.size, a.dtype)
+                for e in range(a.size):
+                    c = int(code[ks + e])
+                    if c < 0:
+                        ids.append(CONST)
+                        cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]
+                    else:
+                        ids.append(prog.emit("shared_in", (float(c),), _kind(a.dtype), depth=0))
+                cv = cv.reshape(a.shape)
+            args.append(Val(np.array(ids, np.int64).reshape(a.shape), cv))
             ks += a.size
+            continue
         else:
             ids = [prog.emit("in", (float(k + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
             k += a.size

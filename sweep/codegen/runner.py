@@ -107,12 +107,21 @@ class GeneratedRunner:
     whole variant is generated as one C program - the static equilibria's
     Newton iterations on the generated linearisation and block solver, then
     the integration - and XLA compiles nothing; a primitive the generator
-    does not know there falls back to the two stages."""
+    does not know there falls back to the two stages.
+
+    ``fold``: with ``shared``, the job's values vector; the generated code
+    then reads the values at run time too (``whole(theta, values)``,
+    ``second(theta, values, carry)``) and compiles in only their pattern -
+    which are 0 or +-1 (:func:`sweep.codegen.emit.shared_pattern`) - so a changed load, rate, mass or hardpoint reuses the built code;
+    ``values_key`` is then the pattern's digest. (A chunk's example values
+    at lowering are zeros of the right shape, so the pattern is taken from
+    this vector.)"""
     host = True
 
     def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key="",
-                 shared=False, whole=None):
+                 shared=False, whole=None, fold=False):
         self.whole = whole
+        self.fold = None if fold is False or fold is None or not shared else np.asarray(fold, np.float64)
         self.values_key = values_key
         self.first_fn = first
         self.micro_batch = micro_batch
@@ -162,8 +171,9 @@ class _Lowered:
             (lambda label: None)
         if r.whole is not None:
             theta0 = np.zeros(self.theta_rows.shape[1:], self.theta_rows.dtype)
+            args, opts = ((theta0, r.fold), dict(shared=(1,), fold=True)) if r.fold is not None else ((theta0,), {})
             try:
-                gen, fn, info = build.load_or_build(r.whole, theta0, W=self.lanes(),
+                gen, fn, info = build.load_or_build(r.whole, *args, W=self.lanes(), **opts,
                                                     prekey=sub(f"whole:{theta0.shape}:" + r.values_key))
             except emit.Unsupported as err:
                 log.info(f"generated backend: the static equilibria stay on XLA ({err})")
@@ -194,8 +204,26 @@ class _Lowered:
         def run(thetas, m=None):
             theta_rows = np.asarray(thetas[0] if isinstance(thetas, tuple) else thetas)
             m = len(theta_rows) if m is None else int(m)
+            if r.fold is not None:
+                return kernel(theta_rows[:m], self._values(thetas[1]))
             return kernel(theta_rows[:m])
         return run
+
+    def _values(self, vec):
+        """The shared values of a chunk, checked once per distinct vector
+        against the pattern the code was built for (a differing pattern would
+        give wrong numbers, so it is an error, never a silent result)."""
+        from sweep.codegen import emit
+        vec = np.asarray(vec, np.float64)
+        digest = hash(vec.tobytes())
+        if digest != getattr(self, "_checked", None):
+            pattern = lambda v: emit.shared_pattern((None, v), (1,))      # noqa: E731
+            if vec.shape != self.runner.fold.shape or \
+                    not np.array_equal(pattern(vec), pattern(self.runner.fold)):
+                raise RuntimeError("generated backend: the values' pattern (which are 0 or +-1) differs "
+                                   "from the one the code was built for")
+            self._checked = digest
+        return vec
 
     def _compile_stages(self, sub):
         from sweep import tracecache
@@ -217,8 +245,10 @@ class _Lowered:
         # builds it: a first run pays the longer of the two, not the sum
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla-compile") as pool:
             first_job = pool.submit(lowered.compile)
+            args, opts = (((theta0, r.fold, carry0), dict(shared=(1,), fold=True)) if r.fold is not None
+                          else ((theta0, carry0), {}))
             try:
-                gen, fn, info = build.load_or_build(r.second, theta0, carry0, W=self.lanes(),
+                gen, fn, info = build.load_or_build(r.second, *args, W=self.lanes(), **opts,
                                                     prekey=sub(f"integration:{theta0.shape}:" + r.values_key))
                 err = None
             except (emit.Unsupported, build.BuildError) as e:
@@ -241,7 +271,8 @@ class _Lowered:
             c = jax.device_get(first(place(thetas)))
             rows = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], c)
             t1 = time.perf_counter()
-            out = kernel(theta_rows[:m], rows)
+            out = (kernel(theta_rows[:m], self._values(thetas[1]), rows) if r.fold is not None
+                   else kernel(theta_rows[:m], rows))
             split["equilibria_s"] += t1 - t0
             split["integration_s"] += time.perf_counter() - t1
             return out

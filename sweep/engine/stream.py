@@ -99,8 +99,10 @@ class Programs:
     - no trace, no load from the cache, no compile. A runner without a key
     (``key`` None) is never kept (one whose closure the fingerprint cannot
     hash has a key of its own process: kept, never found again). The
-    generated backend's C folds the model's values in, so its runners are
-    kept per values digest, the latest values of a structure only. At most
+    generated backend's C holds the pattern of the values (which are 0 or
+    +-1) or, for a design whose values differ per variant, the values
+    themselves, so its runners are kept per digest of those, the latest of a
+    structure only. At most
     ``size`` programs, the least recently used dropped first (each holds its
     executable and, on the generated backend, its workspaces)."""
 
@@ -134,7 +136,7 @@ class Programs:
     def put(self, key, entry):
         if key is None or self.size <= 0:
             return
-        if isinstance(key, tuple) and key[-1] is not None:      # folded values: the latest per structure
+        if isinstance(key, tuple) and key[-1] is not None:      # generated code: the latest pattern or values per structure
             for old in [k for k in self._kept if isinstance(k, tuple) and k[-1] is not None
                         and k[:-1] == key[:-1]]:
                 del self._kept[old]
@@ -142,6 +144,15 @@ class Programs:
         self._kept.move_to_end(key)
         while len(self._kept) > self.size:
             self._kept.popitem(last=False)
+
+
+def _holds_values(runner):
+    """Whether the runner's compiled code holds the values (the generated C
+    of a design whose values differ per variant, :class:`sweep.codegen.runner.GeneratedRunner`)
+    rather than reading them at run time."""
+    fn = runner.fn
+    return bool(getattr(fn, "host", False) and getattr(fn, "values_key", "")
+                and getattr(fn, "fold", None) is None)
 
 
 def compile_runner(ctx, runner, n_dev, programs=None):
@@ -180,13 +191,14 @@ def compile_runner(ctx, runner, n_dev, programs=None):
                 info["split"][k] = 0.0
         compile_s = time.perf_counter() - tic
         log.info("compiled in %.1f s (reused: kept in memory from an earlier job of this structure in this "
-                 "process; %s)", compile_s, "the same values, which the generated C holds" if info is not None
+                 "process; %s)", compile_s, "the same values, which the generated C holds" if _holds_values(runner)
                  else "values are run-time inputs")
     else:
         compiled, loaded = ctx.wait(build, doing="the compilation")
         compile_s = time.perf_counter() - tic
-        reused = (" (reused: the generated code of an earlier run with these values)"
-                  if getattr(runner.fn, "host", False) else
+        reused = (" (reused: the generated code of an earlier run with these values)" if _holds_values(runner)
+                  else " (reused: the generated code of an earlier run of this structure; values are run-time "
+                  "inputs)" if getattr(runner.fn, "host", False) else
                   " (reused: the traced program of an earlier run of this structure; values are run-time inputs)")
         log.info("compiled in %.1f s%s", compile_s, reused if loaded else "")
         if programs is not None:

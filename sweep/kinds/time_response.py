@@ -202,6 +202,13 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
         from sweep.codegen.runner import GeneratedRunner, default_threads
         fallback = make_chunk_runner(model, pset, dataclasses.replace(case, backend="xla"), n_dev, micro_batch,
                                      lifted, shared)
+        if lifted and shared:
+            # the values read at run time, their pattern compiled in (GeneratedRunner fold)
+            first, integrate = make_variant(model, pset, case, stages=True, lifted="shared")
+            return GeneratedRunner(first, lambda theta, vec, carry: integrate((theta, vec), carry), fallback,
+                                   micro_batch, threads=default_threads(), values_key=_values_pattern(model, case.exc),
+                                   shared=True, whole=make_variant(model, pset, case, lifted="shared"),
+                                   fold=_values_vector(model, case.exc))
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, case.exc) if lifted else "",
@@ -221,6 +228,20 @@ def _values_digest(model, exc):
     import hashlib
     from sweep.engine.values import Lifted
     return hashlib.sha256(Lifted(run_inputs(model, exc)).vector.tobytes()).hexdigest()
+
+
+def _values_vector(model, exc):
+    """The values a lifted runner reads at run time (:mod:`sweep.engine.values`)."""
+    from sweep.engine.values import Lifted
+    return Lifted(run_inputs(model, exc)).vector
+
+
+def _values_pattern(model, exc):
+    """Digest of the pattern of the values (which are 0 or +-1) that
+    the generated C compiles in when it reads the values at run time
+    (:func:`sweep.codegen.emit.shared_pattern`)."""
+    from sweep.codegen import emit
+    return emit.pattern_digest(emit.shared_pattern((None, _values_vector(model, exc)), (1,)))
 
 
 def channel_shapes(model, bushing_idx, channels=None):

@@ -433,6 +433,91 @@ def test_shared_arguments_are_run_time_inputs():
     assert emit.trace(f, *example)[2] != gen.key
 
 
+def test_a_folded_pattern_build_serves_every_value_of_its_pattern():
+    """``fold``: the shared values' pattern is compiled in - exact 0 and +-1
+    as constants - and every other value is read at run time. One build
+    gives XLA's numbers for other values of the same pattern (changed rates
+    and a changed table, here inside a scan over a per-element table in a
+    time loop, the shape of the element loops, and entries that were equal
+    and no longer are); a value that becomes 0 or 1 is a new pattern and a
+    new key; folding makes less code than reading every value."""
+    def f(x, p):
+        def step(c, _):
+            def element(acc, row):             # an element loop inside the time loop
+                k, s, r = row
+                return acc + k * jnp.sin(c * s) + r * c, None
+            acc, _ = lax.scan(element, 0.0, (p["k"], p["s"], p["r"]))
+            j = jnp.clip(jnp.floor(c).astype(jnp.int32), 0, 3)    # a per-variant table position
+            return 0.5 * c + 0.1 * acc + p["table"][j] * x[1], c
+        c, ys = lax.scan(step, x[0], None, length=6)
+        return c, ys
+
+    def params(k1, k2, table):
+        return {"k": np.array([k1, 0.0, k2, 1.0]), "s": np.array([1.0, -1.0, 0.3, 0.3]),
+                "r": np.array([0.0, 0.2, k1, 0.0]), "table": np.asarray(table, np.float64)}
+    p0 = params(0.7, 0.9, [0.1, 0.4, 0.4, -1.0])
+    codes = emit.shared_pattern((None, p0), (1,))
+    flat = np.concatenate([np.ravel(p0[k]) for k in sorted(p0)])      # the tree's (sorted) leaf order
+    assert (codes[flat == 0.0] == -1).all() and (codes[flat == 1.0] == -2).all() and (codes[flat == -1.0] == -3).all()
+    others = (flat != 0.0) & (flat != 1.0) & (flat != -1.0)
+    assert (codes[others] == np.flatnonzero(others)).all()          # read at run time, each from its place
+    rng = np.random.default_rng(5)
+    xs = rng.uniform(0.0, 3.5, size=(6, 2))
+    example = (xs[0], p0)
+    gen, fn, _ = build.load_or_build(f, *example, shared=(1,), fold=True)
+    kernel = build.Kernel(gen, fn, threads=2)
+    for p in (p0, params(1.3, -0.4, [2.0, -0.5, -0.5, -1.0]), params(0.7, 0.9, [0.1, 0.4, 0.3, -1.0])):
+        assert emit.trace(f, xs[0], p, shared=(1,), fold=True)[2] == gen.key
+        ref = jax.vmap(f, in_axes=(0, None))(xs, jax.tree_util.tree_map(jnp.asarray, p))
+        _assert_equal(kernel(xs, p), ref, tol=1e-13)
+    for other in (params(0.0, 0.9, [0.1, 0.4, 0.4, -1.0]),        # a rate becomes 0
+                  params(0.7, 1.0, [0.1, 0.4, 0.4, -1.0])):       # a rate becomes 1
+        assert emit.trace(f, xs[0], other, shared=(1,), fold=True)[2] != gen.key
+    unfolded = emit.generate(f, *example, shared=(1,))
+    assert gen.n_statements < unfolded.n_statements
+
+
+def test_a_loop_invariant_table_is_stored_once_not_every_step():
+    """A table read by a scan inside a loop whose values do not change in the
+    loop (an element table of run-time values inside the time loop) is
+    stored in the workspace once, before the loops: no store statement in
+    the time loop's body, and the same table scanned twice is stored once."""
+    def f(x, p):
+        def step(c, _):
+            a, _ = lax.scan(lambda acc, k: (acc + k * c, None), 0.0, p)
+            b, _ = lax.scan(lambda acc, k: (acc * 0.5 + jnp.sin(k + c), None), 0.0, p)
+            return 0.9 * c + 0.01 * (a + b), c
+        return lax.scan(step, x[0], None, length=4)
+
+    p = np.array([0.3, 0.7, 1.9])
+    gen_prog = {}
+    plain = emit.to_c
+
+    def spy(prog, *a, **k):
+        gen_prog["prog"] = prog
+        return plain(prog, *a, **k)
+    emit.to_c = spy
+    try:
+        gen = emit.generate(f, np.zeros(1), p, shared=(1,))
+    finally:
+        emit.to_c = plain
+    top = gen_prog["prog"].scopes[0]
+
+    def stores(scope):
+        n = 0
+        for _, op, args in scope:
+            if op == "loop":
+                n += stores(args.body)
+            n += op == "store"
+        return n
+    loops = [a for _, op, a in top if op == "loop"]
+    assert len(loops) == 1 and stores(loops[0].body) == 0
+    assert sum(op == "store" for _, op, _ in top) == p.size
+    kernel = build.Kernel(gen, build.build(gen)[0], threads=1)
+    xs = np.array([[0.2], [1.5], [-0.7]])
+    _assert_equal(kernel(xs, p), jax.vmap(f, in_axes=(0, None))(xs, jnp.asarray(p)), tol=1e-13)
+
+
 def test_index_table_runs():
     """An arena loop over an index table is split into loops over the
     table's runs (first index + step * e) that reproduce every entry."""

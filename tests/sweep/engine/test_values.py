@@ -82,18 +82,22 @@ def test_lifted_tree_round_trips_and_keeps_integers_in_the_structure():
     assert fingerprint(moved.structure()) == fingerprint(lift.structure())
 
 
-def test_the_generated_integration_is_keyed_on_its_values_too():
-    """The generated C folds the model's values in (specialised code, as
-    SIMPACK's symbolic code): its cache entry carries a digest of them, so a
-    changed value builds new C instead of loading the old model's - while
-    the XLA equilibrium stage keeps the structure's key."""
+def test_the_generated_code_is_keyed_on_the_pattern_of_its_values():
+    """The generated C reads the values at run time and compiles in only
+    which of them are 0 or +-1 (sweep.codegen.emit.shared_pattern): a
+    changed wheel load, rate, mass, hardpoint or preload keeps its key (the
+    built library is reused), a rate that becomes 0 (a direction removed) is
+    another pattern and another library; the job's key is the structure's
+    either way."""
     gen = ("integrator.backend=generated",)
     _, ra = plan_and_runner(*TOY_STEP, *gen)
-    _, rb = plan_and_runner(*TOY_STEP, *gen, CHANGES["bushing rate"])
-    _, rc = plan_and_runner(*TOY_STEP, *gen)
+    _, rb = plan_and_runner(*TOY_STEP, *gen, *CHANGES.values(), STEP_TIME)
+    _, rc = plan_and_runner(*TOY_STEP, *gen, "model.bushing_types.pivot_bushing.stiffness="
+                            "[8.0e+5,1.5e+6,6.0e+5,800.0,800.0,0.0]")
     assert ra.key == rb.key == rc.key
-    assert ra.fn.values_key and ra.fn.values_key != rb.fn.values_key
-    assert ra.fn.values_key == rc.fn.values_key
+    assert ra.fn.fold is not None and not np.array_equal(ra.values, rb.values)
+    assert ra.fn.values_key and ra.fn.values_key == rb.fn.values_key
+    assert rc.fn.values_key != ra.fn.values_key
 
 
 def test_the_geometry_derivative_of_a_hardpoint_equals_central_differences_of_the_build():

@@ -47,6 +47,46 @@ def test_time_response_reads_changed_values_at_run_time():
     assert rel_err(same_a[0], want[0])["wheel_centre_displacement"] > 1e-3
 
 
+def test_the_generated_code_reads_changed_values_at_run_time():
+    """The generated C built for model A (the whole variant: equilibria and
+    integration), run on model B's values - every value changed at once,
+    the same pattern of zeros and ones - equals XLA's program with B's
+    values folded in; B's own runner loads A's library instead of building
+    one; values of another pattern are refused, never run on A's code."""
+    import jax
+    from sweep.codegen import build
+    from sweep.kinds import time_response as tr
+    if build.compiler() is None:
+        pytest.skip("no C compiler")
+    gen = ("integrator.backend=generated",)
+    plan_a, ra = plan_and_runner(*TOY_STEP, *gen)
+    plan_b, rb = plan_and_runner(*TOY_STEP, *gen, STEP_TIME, *CHANGES.values())
+    thetas = np.zeros((4, 0))
+    run_a = ra.fn.lower(ra.example, key=ra.key).compile()
+    assert ra.fn.info["backend"] == "generated" and ra.fn.info["whole"]
+    got = run_a((thetas, rb.values))
+    c = plan_b.case
+    folded = tr.make_chunk_runner(plan_b.model, plan_b.pset, dataclasses.replace(c, backend="xla"), lifted=False)
+    want = jax.device_get(folded(thetas[:1]))
+    assert (np.asarray(got[1]) == 0).all() and int(want[1][0]) == 0          # status ok
+    errs = rel_err({k: np.asarray(v)[:1] for k, v in got[0].items()}, want[0])
+    assert max(errs.values()) <= 1e-10, errs
+    rb.fn.lower(rb.example, key=rb.key).compile()
+    assert rb.fn.info["cached"] and rb.fn.info["trace_skipped"]               # A's library, not built again
+    # a whole variant the generator cannot translate: equilibria on XLA, the
+    # integration generated, reading the values at run time as well
+    whole = ra.fn.whole
+    ra.fn.whole = lambda theta, vec: (whole(theta, vec), jax.pure_callback(lambda x: x, theta, theta))[0]
+    staged = ra.fn.lower(ra.example).compile()
+    assert ra.fn.info["backend"] == "generated" and not ra.fn.info.get("whole")
+    got = staged((thetas[:1], rb.values))          # the chunk shape the XLA stage was compiled for
+    errs = rel_err(got[0], want[0])
+    assert max(errs.values()) <= 1e-10, errs
+    _, rz = plan_and_runner(*TOY_STEP, *gen, "model.per_side.p2p.spring.preload=0.0")
+    with pytest.raises(RuntimeError, match="pattern"):
+        run_a((thetas, rz.values))
+
+
 def test_kc_reads_changed_values_at_run_time():
     import jax
     from sweep.kinds import kinematics_compliance as kc_kind
