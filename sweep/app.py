@@ -87,6 +87,9 @@ def main(cfg: DictConfig, progress=None, programs=None, interactive=False) -> in
     if np.any(codes == status.IMPLAUSIBLE):
         from sweep.kinds.base import explain_implausible
         explain_implausible(kind, ds, cfg, log)
+    if summary.get("prebuild") and not all_failed:
+        from sweep import prebuild
+        prebuild.spawn(config_yaml, summary["prebuild"])
     if all_failed:
         log.error(f"error: every variant failed ({status.counts(codes, kind.status or None)}): "
                   f"no usable result in {os.path.abspath(summary['path'])} (its status says why per variant)")

@@ -189,8 +189,11 @@ def model_file_args(argv):
             if os.path.basename(folder) == "model" and not shipped:
                 root = os.path.dirname(folder)
             else:                       # a private root/model/<name>.yaml -> the file
+                import atexit
+                import shutil
                 import tempfile
                 root = tempfile.mkdtemp(prefix="axle-model-")
+                atexit.register(shutil.rmtree, root, True)      # the link only: removed when the process ends
                 os.makedirs(os.path.join(root, "model"))
                 name = ("file_" + name) if shipped else name       # never shadowed by a shipped model
                 os.symlink(path, os.path.join(root, "model", f"{name}.yaml"))

@@ -303,6 +303,25 @@ def _finish(proc):
         return f.read() or f"exit status {proc.returncode}"
 
 
+def prekey_record(prekey, W, shared=(), fold=False):
+    """The cache file that records which build a prekey gave (:func:`load_or_build`)."""
+    return os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)} fold={fold}".encode())
+                        .hexdigest()[:24] + ".key")
+
+
+def record_built(record):
+    """Whether :func:`load_or_build` would load the build that a prekey
+    record (:func:`prekey_record`) names without tracing: the record and the
+    generated code are in the cache (a library removed since is rebuilt from
+    the code). A cheap check of two files."""
+    try:
+        with open(record) as f:
+            key = f.read().strip()
+    except OSError:
+        return False
+    return bool(key) and os.path.exists(os.path.join(os.path.dirname(record), f"{key}.pkl"))
+
+
 def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, shared=(), fold=False):
     """(Kernel inputs: Generated, ctypes function, info) for a per-variant
     function: from the cache when this jaxpr (with its constants, W and the
@@ -327,8 +346,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
     t = time.perf_counter()
     ref = None
     if prekey and traced is None:
-        ref = os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)} fold={fold}".encode())
-                           .hexdigest()[:24] + ".key")
+        ref = prekey_record(prekey, W, shared, fold)
         try:
             with open(ref) as f:
                 key = f.read().strip()

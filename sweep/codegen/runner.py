@@ -42,16 +42,29 @@ AUTO_ENV = "AXLE_AUTO_BACKEND"   # xla | generated: what ``auto`` means in this 
 GENERATED_MIN_VARIANT_STEPS = 60_000
 
 
-def resolve(backend, jittable, platform=None, variant_steps=None):
-    """'xla' or 'generated' for the config's ``integrator.backend`` (default
-    auto): auto is the generated code on a CPU for a traced (fixed-step)
-    method when a C compiler is there and the job has at least
+def resolve(backend, jittable, platform=None, variant_steps=None, built=None):
+    """'xla' or 'generated' for the config's ``integrator.backend``
+    (:func:`choose`, without its reason)."""
+    return choose(backend, jittable, platform, variant_steps, built)[0]
+
+
+def choose(backend, jittable, platform=None, variant_steps=None, built=None):
+    """(backend, why) for the config's ``integrator.backend`` (default auto):
+    auto is the generated code on a CPU for a traced (fixed-step) method
+    when a C compiler is there and the job has at least
     :data:`GENERATED_MIN_VARIANT_STEPS` variant-steps (``variant_steps``;
-    None: a large job), XLA otherwise (a short job, accelerators, the host
-    reference methods), with one line in the log saying why. On a CPU
-    without a compiler, auto logs one line saying so. ``$AXLE_AUTO_BACKEND``
-    (xla | generated) fixes what auto means, for a test run or a machine
-    whose compiler should not be used."""
+    None: a large job) or its generated code is already built (``built()``
+    True: an earlier run built it, and the code reads the values at run
+    time), XLA otherwise (a short job, accelerators, the host reference
+    methods), with one line in the log saying why. On a CPU without a
+    compiler, auto logs one line saying so. ``$AXLE_AUTO_BACKEND`` (xla |
+    generated) fixes what auto means, for a test run or a machine whose
+    compiler should not be used.
+
+    ``why``: "chosen" (the config's own choice), "pinned", "not traced",
+    "accelerator", "no compiler", "large", "built" (a short job on code
+    already built) or "short" (a short job on XLA, whose generated code is
+    not built yet: :mod:`sweep.prebuild` builds it after the job)."""
     from sweep.codegen.build import BuildError
     from sweep.codegen.build import compiler as find_compiler
 
@@ -63,30 +76,52 @@ def resolve(backend, jittable, platform=None, variant_steps=None):
             raise ConfigError(str(err)) from None
     backend = backend or "auto"
     if not jittable:
-        return "xla"
+        return "xla", "not traced"
     if backend == "generated":
         compiler()
-    if backend == "auto":
-        pinned = os.environ.get(AUTO_ENV, "").strip()
-        if pinned:
-            if pinned not in ("xla", "generated"):
-                from sweep.schema import ConfigError
-                raise ConfigError(f"environment variable {AUTO_ENV} = {pinned!r} must be xla or generated")
-            return pinned
-        platform = platform or jax.default_backend()
-        if platform != "cpu":
-            return "xla"
-        if compiler() is None:
-            log.info("integrator.backend=auto: no C compiler found (set CC, or install gcc or clang), "
-                     "so the integration runs on XLA")
-            return "xla"
-        if variant_steps is not None and variant_steps < GENERATED_MIN_VARIANT_STEPS:
-            log.info(f"integrator.backend=auto: a short job ({variant_steps:,} variant-steps < "
-                     f"{GENERATED_MIN_VARIANT_STEPS:,}) runs on XLA, whose compiled program a rerun with "
-                     "changed values reuses (integrator.backend=generated builds the C for it)")
-            return "xla"
-        return "generated"
-    return backend
+    if backend != "auto":
+        return backend, "chosen"
+    pinned = os.environ.get(AUTO_ENV, "").strip()
+    if pinned:
+        if pinned not in ("xla", "generated"):
+            from sweep.schema import ConfigError
+            raise ConfigError(f"environment variable {AUTO_ENV} = {pinned!r} must be xla or generated")
+        return pinned, "pinned"
+    platform = platform or jax.default_backend()
+    if platform != "cpu":
+        return "xla", "accelerator"
+    if compiler() is None:
+        log.info("integrator.backend=auto: no C compiler found (set CC, or install gcc or clang), "
+                 "so the integration runs on XLA")
+        return "xla", "no compiler"
+    if variant_steps is not None and variant_steps < GENERATED_MIN_VARIANT_STEPS:
+        if built is not None and built():
+            log.info(f"integrator.backend=auto: a short job ({variant_steps:,} variant-steps) runs on the "
+                     "generated code that an earlier run built for this structure (it reads the values at "
+                     "run time)")
+            return "generated", "built"
+        log.info(f"integrator.backend=auto: a short job ({variant_steps:,} variant-steps < "
+                 f"{GENERATED_MIN_VARIANT_STEPS:,}) runs on XLA, whose compiled program a rerun with "
+                 "changed values reuses (integrator.backend=generated builds the C for it)")
+        return "xla", "short"
+    return "generated", "large"
+
+
+def whole_prekey(job_key, n_params, values_key):
+    """The prekey of a job's whole-variant generated code
+    (:func:`sweep.codegen.build.load_or_build`): the job's trace-cache key,
+    its number of sweep parameters and the values' pattern digest."""
+    import hashlib
+    return hashlib.sha256(f"{job_key}:whole:{(int(n_params),)}:{values_key}".encode()).hexdigest()
+
+
+def library_record(job_key, n_params, values_key, chunk):
+    """The cache record of a job's whole-variant generated code (its key,
+    sweep parameters, values' pattern and chunk size):
+    :func:`sweep.codegen.build.record_built` tells whether it is built."""
+    from sweep.codegen import build
+    W = 1 if int(chunk) == 1 else LANES
+    return build.prekey_record(whole_prekey(job_key, n_params, values_key), W, shared=(1,), fold=True)
 
 
 class GeneratedRunner:
@@ -172,9 +207,9 @@ class _Lowered:
         if r.whole is not None:
             theta0 = np.zeros(self.theta_rows.shape[1:], self.theta_rows.dtype)
             args, opts = ((theta0, r.fold), dict(shared=(1,), fold=True)) if r.fold is not None else ((theta0,), {})
+            prekey = whole_prekey(self.key, theta0.shape[0], r.values_key) if self.key else None
             try:
-                gen, fn, info = build.load_or_build(r.whole, *args, W=self.lanes(), **opts,
-                                                    prekey=sub(f"whole:{theta0.shape}:" + r.values_key))
+                gen, fn, info = build.load_or_build(r.whole, *args, W=self.lanes(), **opts, prekey=prekey)
             except emit.Unsupported as err:
                 log.info(f"generated backend: the static equilibria stay on XLA ({err})")
             except build.BuildError as err:

@@ -277,6 +277,7 @@ class Case:
     tolerance: Optional[tuple] = None  # (rtol, atol_coordinates, atol_speeds) of an error estimate, or None
     limits: Any = None          # kernels.kc.StaticLimits of the static state (config `checks`)
     loadcase_name: str = ""
+    prebuild: str = ""          # a short job on XLA: the cache record of its generated code, built after it (sweep.prebuild)
 
     def __post_init__(self):
         if isinstance(self.method, str):
@@ -391,7 +392,43 @@ class TimeResponse(JobKind):
         shapes = channel_shapes(model, bidx)
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one
-        from sweep.codegen.runner import resolve
+        from sweep.codegen.build import record_built
+        from sweep.codegen.runner import choose, library_record
+
+        def make_plan(backend, prebuild=""):
+            # the generated backend spreads a chunk over the cores by threads: one device
+            shard, nsh, n_dev, C = mapping.chunking(
+                sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
+                max_devices=None if (method.jittable and backend == "xla") else 1)
+            if not method.jittable:
+                C = min(C, len(X))
+            case = Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
+                        bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
+                        limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name), prebuild=prebuild)
+            tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
+            coords = {
+                "variant": (np.arange(len(X), dtype=np.int64), {}),
+                "time": (case.times, {"units": "s"}),
+                "side": (np.array(SIDES), {}),
+                "axis": (np.array(AXES), {}),
+                "bushing": (np.array([names[i] for i in bidx]), {}),
+                "component": (np.array(COMPONENTS), {}),
+                # non-dimension coordinate: the unit of each bushing_force component
+                "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
+                                    ("component",)),
+            }
+            return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C,
+                        n_dev=n_dev, micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS),
+                        shapes=shapes, coords=coords, lead=(("time", n_samples, tc),),
+                        iterations_long_name="Newton iterations of the static equilibrium", case=case)
+
+        record = []
+
+        def built():
+            # the generated code of this job, built by an earlier run (sweep.prebuild)
+            plan = make_plan("generated")
+            record.append(library_record(self.job_key(plan)[0], len(pset), _values_pattern(model, exc), plan.chunk))
+            return record_built(record[0])
         if pset.hardpoints:
             # each variant its own geometry: values per variant, which the
             # generated C (specialised to one model's values) cannot take
@@ -403,33 +440,30 @@ class TimeResponse(JobKind):
             if method.jittable:
                 log.info("integrator.backend: XLA - the design moves hardpoints (each variant its own geometry)")
         else:
-            backend = resolve(integ.get("backend"), method.jittable,
-                              variant_steps=len(X) * (n_samples - 1) * every)
-        # the generated backend spreads a chunk over the cores by threads: one device
-        shard, nsh, n_dev, C = mapping.chunking(
-            sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
-            max_devices=None if (method.jittable and backend == "xla") else 1)
-        if not method.jittable:
-            C = min(C, len(X))
-        case = Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
-                    bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
-                    limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name))
-        tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
-        coords = {
-            "variant": (np.arange(len(X), dtype=np.int64), {}),
-            "time": (case.times, {"units": "s"}),
-            "side": (np.array(SIDES), {}),
-            "axis": (np.array(AXES), {}),
-            "bushing": (np.array([names[i] for i in bidx]), {}),
-            "component": (np.array(COMPONENTS), {}),
-            # non-dimension coordinate: the unit of each bushing_force component
-            "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
-                                ("component",)),
-        }
-        return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C, n_dev=n_dev,
-                    micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS), shapes=shapes,
-                    coords=coords, lead=(("time", n_samples, tc),),
-                    iterations_long_name="Newton iterations of the static equilibrium", case=case)
+            backend, why = choose(integ.get("backend"), method.jittable,
+                                  variant_steps=len(X) * (n_samples - 1) * every, built=built)
+            # a short job on XLA: its generated code is built after the job, in
+            # the background, for the next run of this structure (sweep.prebuild)
+            from sweep.runtime import cache_dir
+            return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_dir(cfg) else "")
+        return make_plan(backend)
+
+    def job_key(self, plan):
+        """(key, values, size, shared, pair) of a plan's chunk runner: the
+        trace-cache key of its structure (values are run-time inputs), the
+        values it reads, their number, whether every variant has the same
+        (not a hardpoint design) and whether a chunk is the pair (thetas,
+        values)."""
+        from sweep.engine.values import run_values
+        from sweep.tracecache import fingerprint
+        c = plan.case
+        vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
+        shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
+        # the runners of shared values take a chunk as (thetas, values) (make_chunk_runner)
+        pair = shared and c.method.jittable and (c.backend == "generated" or plan.n_dev == 1)
+        key = fingerprint(NAME, plan.chunk, channel_key(), structure, c.options, tuple(c.limits), c.t0, c.dt,
+                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared, "pair" if pair else "rows")
+        return key, vals, size, shared, pair
 
     def runner(self, plan):
         c, topo = plan.case, plan.model.topology
@@ -441,15 +475,8 @@ class TimeResponse(JobKind):
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"
                 + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
-        from sweep.engine.values import example as values_example, run_values
-        from sweep.tracecache import fingerprint
-        vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
-        shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
-        # the runners of shared values take a chunk as (thetas, values) (make_chunk_runner)
-        pair = shared and c.method.jittable and (c.backend == "generated" or plan.n_dev == 1)
-        # keyed on structure: the model's and load case's values are the rows' tail
-        key = fingerprint(NAME, plan.chunk, channel_key(), structure, c.options, tuple(c.limits), c.t0, c.dt,
-                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared, "pair" if pair else "rows")
+        from sweep.engine.values import example as values_example
+        key, vals, size, shared, pair = self.job_key(plan)
         return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True,
                                         shared=shared),
                       values_example(plan.chunk, len(plan.pset), size, pair), what, key=key, values=vals)
@@ -463,7 +490,8 @@ class TimeResponse(JobKind):
 
     def summary(self, plan):
         c = plan.case
-        return {"equilibrium_s": 0.0, "simulated_s": c.t1 - c.t0, "n_samples": c.n_samples, "dt": c.dt}
+        return {"equilibrium_s": 0.0, "simulated_s": c.t1 - c.t0, "n_samples": c.n_samples, "dt": c.dt,
+                "prebuild": c.prebuild}
 
     def attrs(self, plan, cfg_yaml):
         topo = plan.model.topology

@@ -40,6 +40,18 @@ def test_a_model_path_becomes_a_name_on_the_search_path(tmp_path):
     assert model_file_args(["model=toy_trailing_arm", "x=1"]) == ["model=toy_trailing_arm", "x=1"]
 
 
+def test_the_private_folder_of_a_model_path_goes_with_its_process(tmp_path):
+    """The private search-path folder (a link to the file) is removed when
+    the process ends: a user's runs leave no folders in the temp directory."""
+    path = own_axle(tmp_path / "anywhere")
+    code = ("import sys; from sweep.entry import model_file_args; "
+            f"print(model_file_args(['model={path}'])[1].split('file://')[1].rstrip(']'))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    root = proc.stdout.strip()
+    assert proc.returncode == 0 and root.startswith(os.path.dirname(root)) and "axle-model-" in root, proc.stderr
+    assert not os.path.exists(root)
+
+
 def test_the_job_composes_a_model_given_by_path(tmp_path):
     path = own_axle(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "sweep", f"model={path}", "--cfg", "job"], cwd=ROOT,

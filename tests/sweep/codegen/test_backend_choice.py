@@ -68,3 +68,68 @@ def test_the_environment_fixes_what_auto_means(unpinned):
     unpinned.setenv(generated.AUTO_ENV, "fast")
     with pytest.raises(ConfigError, match=r"variable AXLE_AUTO_BACKEND = .fast. must be xla or generated"):
         generated.resolve("auto", True, "cpu")
+
+
+def test_auto_runs_a_short_job_on_generated_code_already_built(unpinned, caplog):
+    """A short job whose generated code an earlier run built (it reads the
+    values at run time) runs on it; not built, it runs on XLA with the
+    reason "short" - the one that starts the background build."""
+    unpinned.setattr(build, "compiler", lambda: "/usr/bin/cc")
+    short = generated.GENERATED_MIN_VARIANT_STEPS - 1
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert generated.choose("auto", True, "cpu", short, built=lambda: True) == ("generated", "built")
+        assert generated.choose("auto", True, "cpu", short, built=lambda: False) == ("xla", "short")
+    assert "runs on the generated code that an earlier run built" in caplog.text
+    # only a short job under auto asks; pinned, named or large jobs do not
+    ask = lambda: pytest.fail("asked whether the code is built")      # noqa: E731
+    assert generated.choose("xla", True, "cpu", short, built=ask) == ("xla", "chosen")
+    assert generated.choose("auto", True, "cpu", short + 1, built=ask) == ("generated", "large")
+    unpinned.setenv(generated.AUTO_ENV, "xla")
+    assert generated.choose("auto", True, "cpu", short, built=ask) == ("xla", "pinned")
+
+
+def test_a_short_job_plans_its_background_build_and_finds_it_built(unpinned, tmp_path):
+    """The time-response plan of a short job on XLA names the cache record
+    of its generated code (what the background build writes); once that
+    record and its code are in the cache, the same job - and one with a
+    changed wheel load - plans on the generated backend."""
+    from tests.jobs import cfg_of
+    from sweep.kinds import kind_of
+    unpinned.setattr(build, "compiler", lambda: "/usr/bin/cc")
+    unpinned.setenv("AXLE_JAX_CACHE_DIR", str(tmp_path / "jax"))     # the generated cache: tmp_path/generated
+    args = ("model=toy_trailing_arm", "loadcase.t_start=4.95", "loadcase.t_end=5.05")
+    cfg = cfg_of(*args)
+    plan = kind_of(cfg).plan(cfg)
+    record = plan.case.prebuild
+    assert plan.case.backend == "xla" and record.startswith(str(tmp_path)) and not build.record_built(record)
+    with open(record, "w") as f:
+        f.write("somekey")
+    with open(os.path.join(os.path.dirname(record), "somekey.pkl"), "w") as f:
+        f.write("")
+    for extra in ((), ("loadcase.wheel_loads.left.fz=4100",)):
+        cfg = cfg_of(*args, *extra)
+        plan = kind_of(cfg).plan(cfg)
+        assert plan.case.backend == "generated" and not plan.case.prebuild
+    # another structure (fewer stored bushings) has its own record
+    cfg = cfg_of(*args, "output.bushings=pivot_*")
+    assert kind_of(cfg).plan(cfg).case.prebuild not in ("", record)
+    # with the cache off, nothing is built in the background
+    cfg = cfg_of(*args, "cache.enabled=false")
+    assert kind_of(cfg).plan(cfg).case.prebuild == ""
+
+
+def test_one_background_build_per_structure_at_a_time(tmp_path):
+    """The build's lock holds its process id: a live holder keeps it, a lock
+    whose process is gone is taken over."""
+    import subprocess
+    import sys
+    from sweep import prebuild
+    lock = str(tmp_path / "x.key.building")
+    assert prebuild._claim(lock) and not prebuild._claim(lock)          # this process holds it
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    with open(lock, "w") as f:
+        f.write(str(proc.pid))                                          # a builder that is gone
+    assert prebuild._claim(lock)
+    with open(lock) as f:
+        assert f.read() == str(os.getpid())
