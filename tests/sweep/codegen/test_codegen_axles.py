@@ -1,10 +1,8 @@
-"""The generated C of the shipped axles against XLA: every fixed-step method, the scalar (one-variant) code, a chunk through the runner."""
+"""The generated C of the shipped axles against XLA: every fixed-step method, the scalar (one-variant) code (the engine's runner on a chunk: tests/sweep/engine/test_values_numbers.py)."""
 from __future__ import annotations
-import numpy as np
 import pytest
-from sweep import status
 from sweep.codegen import build
-from tests.sweep.codegen.test_codegen import STORE, TOL, _assert_equal, _compare, _generated, _generated_against_xla, _toy_runner_pair  # noqa: F401
+from tests.sweep.codegen.test_codegen import _compare
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(build.compiler() is None, reason="no C compiler")]
 
@@ -38,31 +36,6 @@ def test_generated_axle_equals_xla(model_name, method, relin):
     fourth step: 14 min), so here LSRT2 on each."""
     _compare(f"{model_name}_{method}_relinearise{relin}", method, relin, n_samples=17, every=5,
              model_name=model_name)
-
-
-def test_runner_runs_a_chunk_through_the_generated_code():
-    """The engine's runner on the toy axle: the whole variant - the static
-    equilibria's Newton iterations and the integration - as one generated
-    program, equal to XLA's runner (every channel, the status and the
-    iteration counts) on the host protocol's rows. When the generator cannot
-    translate the whole variant, the equilibria stay on XLA and only the
-    integration is generated, with the same results."""
-    import jax
-    gen_runner, xla_runner, thetas = _toy_runner_pair("lsrt2", 1, n_samples=17, every=5)
-    ref = jax.device_get(jax.jit(xla_runner)(thetas))
-    run = gen_runner.lower(thetas).compile()
-    outs, code, it = run(thetas, 3)
-    assert gen_runner.info["backend"] == "generated" and gen_runner.info["whole"]
-    assert np.asarray(code).shape == (3,) and (np.asarray(code) == status.OK).all()
-    assert np.asarray(outs["toe"]).shape == (3, 17, 2)
-    _assert_equal(run(thetas), ref)
-    np.testing.assert_array_equal(run(thetas)[2], ref[2])          # the Newton iterations, one by one
-    # a whole variant the generator cannot translate: the two stages
-    whole = gen_runner.whole
-    gen_runner.whole = lambda theta: (whole(theta), jax.pure_callback(lambda x: x, theta, theta))[0]
-    run = gen_runner.lower(thetas).compile()
-    assert gen_runner.info["backend"] == "generated" and not gen_runner.info.get("whole")
-    _assert_equal(run(thetas), ref)
 
 
 def test_generated_scalar_code_equals_xla():

@@ -49,10 +49,14 @@ def test_time_response_reads_changed_values_at_run_time():
 
 def test_the_generated_code_reads_changed_values_at_run_time():
     """The generated C built for model A (the whole variant: equilibria and
-    integration), run on model B's values - every value changed at once,
-    the same pattern of zeros and ones - equals XLA's program with B's
-    values folded in; B's own runner loads A's library instead of building
-    one; values of another pattern are refused, never run on A's code."""
+    integration, the engine's runner on a chunk of the host protocol), run
+    on model B's values - every value changed at once, the same pattern of
+    zeros and ones - equals XLA's program with B's values folded in (every
+    channel, the status, the Newton iterations one by one); B's own runner
+    loads A's library instead of building one; where the generator cannot
+    translate the whole variant, the equilibria run on XLA and the
+    integration alone is generated, with the same numbers; values of
+    another pattern are refused, never run on A's code."""
     import jax
     from sweep.codegen import build
     from sweep.kinds import time_response as tr
@@ -71,6 +75,7 @@ def test_the_generated_code_reads_changed_values_at_run_time():
     assert (np.asarray(got[1]) == 0).all() and int(want[1][0]) == 0          # status ok
     errs = rel_err({k: np.asarray(v)[:1] for k, v in got[0].items()}, want[0])
     assert max(errs.values()) <= 1e-10, errs
+    np.testing.assert_array_equal(np.asarray(got[2])[:1], want[2])           # the Newton iterations
     rb.fn.lower(rb.example, key=rb.key).compile()
     assert rb.fn.info["cached"] and rb.fn.info["trace_skipped"]               # A's library, not built again
     # a whole variant the generator cannot translate: equilibria on XLA, the
