@@ -15,7 +15,9 @@ never depend on it: the build runs after the job has written them.
 
 At most one build per job structure runs at a time (a lock file beside the
 cache record holds the builder's process id; a lock whose process is gone
-is taken over). A build killed half-way leaves what any killed build
+is taken over). A structure whose whole variant the generator cannot
+translate, or whose build fails, is recorded (``<record>.failed``, with the
+reason) and not tried again by later jobs. A build killed half-way leaves what any killed build
 leaves (:mod:`sweep.codegen.build` cleans it on the next build).
 ``AXLE_AUTO_BACKEND=xla`` (auto means XLA) or ``integrator.backend=xla``
 run no such build; neither does a job with the cache switched off.
@@ -57,6 +59,8 @@ def spawn(config_yaml, record):
     build will write, :func:`sweep.codegen.build.is_built`), unless a build
     of it runs already. Logs one line; returns the process, or None."""
     folder = os.path.dirname(record)
+    if os.path.exists(record + ".failed"):      # an earlier build could not make this structure's code
+        return None
     if _alive(record + ".building"):
         log.info("integrator.backend=auto: the generated C of this structure is being built in the background "
                  "(an earlier run started it); a run after that build uses it")
@@ -93,6 +97,14 @@ def _claim(lock):
     return False
 
 
+def _failed(record, why):
+    """Record that the background build of a structure failed (``<record>.failed``,
+    the reason inside): :func:`spawn` starts none for it again."""
+    with open(record + ".failed", "w") as f:
+        f.write(why + "\n")
+    log.info(f"prebuild {record}: not built - {why}")
+
+
 def build(cfg):
     """Plan the job of ``cfg`` (a resolved job configuration) on the generated
     backend and build its code into the cache; returns the runner's info."""
@@ -125,7 +137,18 @@ def main(argv=None):
         from omegaconf import OmegaConf
         cfg = OmegaConf.load(cfg_path)
         setup(cfg)
-        info = build(cfg)
+        try:
+            info = build(cfg)
+        except Exception as err:    # noqa: BLE001 - recorded, so that later jobs do not try again
+            _failed(record, f"{type(err).__name__}: {err}")
+            raise
+        from sweep.codegen.build import record_built
+        if not record_built(record):
+            # the whole variant could not be generated (equilibria on XLA, or no C
+            # at all): a short job keeps running on XLA, and no later job retries
+            _failed(record, f"the whole variant was not generated ({info.get('backend')}, "
+                            f"{info.get('why', 'equilibria on XLA')})")
+            return 0
         log.info(f"prebuild {record}: {info.get('backend')} ({info.get('statements')} statements, "
                  f"built in {info.get('build_s', 0.0):.1f} s)")
         return 0

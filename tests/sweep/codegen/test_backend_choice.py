@@ -133,3 +133,19 @@ def test_one_background_build_per_structure_at_a_time(tmp_path):
     assert prebuild._claim(lock)
     with open(lock) as f:
         assert f.read() == str(os.getpid())
+
+
+def test_a_failed_background_build_is_not_started_again(tmp_path, monkeypatch, caplog):
+    """A structure whose background build failed (recorded beside its cache
+    record) starts no build in later jobs; a clean one does (the process is
+    stubbed: nothing is built here)."""
+    from sweep import prebuild
+    started = []
+    monkeypatch.setattr(prebuild.subprocess, "Popen", lambda *a, **k: started.append(a) or "proc")
+    record = str(tmp_path / "abc.key")
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert prebuild.spawn("a: 1\n", record) == "proc" and len(started) == 1
+        prebuild._failed(record, "Unsupported: a primitive")
+        assert prebuild.spawn("a: 1\n", record) is None and len(started) == 1
+    assert "not built - Unsupported: a primitive" in caplog.text
+    assert (tmp_path / "abc.key.failed").read_text().startswith("Unsupported")
