@@ -136,6 +136,7 @@ def main(argv=None):
         xla_flags_from_env()
         from omegaconf import OmegaConf
         cfg = OmegaConf.load(cfg_path)
+        os.remove(cfg_path)             # read: a build killed from here on leaves no config behind
         setup(cfg)
         try:
             info = build(cfg)
