@@ -455,11 +455,33 @@ MUTANTS = [
            [("sweep/codegen/emit.py", 'cmp = "gt" if name == "argmax" else "lt"',
              'cmp = "ge" if name == "argmax" else "le"')],
            ["tests/sweep/codegen/test_codegen.py::test_argmax_and_argmin_follow_xla"]),
-    Mutant("programs_ignore_folded_values", "workbench: a generated program (values folded in) kept for "
-           "another job's values",
+    Mutant("programs_ignore_folded_values", "workbench: a generated program (holding a values pattern) kept "
+           "for another pattern's values",
            [("sweep/engine/stream.py", 'getattr(runner.fn, "values_key", None) if host else None',
              "None")],
            ["tests/sweep/test_workbench.py::test_programs_are_kept_by_structure_devices_and_chunk_shape"]),
+    Mutant("pattern_folds_minus_one_as_one", "generated values pattern: an exact -1 compiled in as +1",
+           [("sweep/codegen/emit.py", "cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]",
+             "cv[e] = (0.0, 1.0, 1.0, -0.0)[-1 - c]")],
+           ["tests/sweep/codegen/test_codegen.py::test_a_folded_pattern_build_serves_every_value_of_its_pattern"]),
+    Mutant("pattern_ignores_zeros", "generated values pattern: a value that becomes 0 keeps the key "
+           "(the code built for a nonzero value would run on it)",
+           [("sweep/codegen/emit.py", "    code[zero & ~np.signbit(v)] = -1\n", "")],
+           ["tests/sweep/codegen/test_codegen.py::test_a_folded_pattern_build_serves_every_value_of_its_pattern"]),
+    Mutant("tables_stored_every_step", "generated code: a loop-invariant table stored in every step "
+           "(placed in the innermost enclosing scope)",
+           [("sweep/codegen/emit.py",
+             "        d = max([self.p.depth(a) for a in items if not isinstance(a, float)] + [0])",
+             "        d = len(self.p.loops)")],
+           ["tests/sweep/codegen/test_codegen.py::test_a_loop_invariant_table_is_stored_once_not_every_step"]),
+    Mutant("auto_ignores_built_code", "integrator.backend=auto: a short job never uses the generated "
+           "code an earlier run built",
+           [("sweep/codegen/runner.py", "        if built is not None and built():",
+             "        if built is not None and False:")],
+           ["tests/sweep/codegen/test_backend_choice.py::test_auto_runs_a_short_job_on_generated_code_already_built"]),
+    Mutant("prebuild_retries_failures", "a background build that failed is started again by every later job",
+           [("sweep/prebuild.py", '    if os.path.exists(record + ".failed"):', "    if False:")],
+           ["tests/sweep/codegen/test_backend_choice.py::test_a_failed_background_build_is_not_started_again"]),
 ]
 
 
