@@ -36,12 +36,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def integration_case(axle, n, steps):
+def integration_case(axle, n, steps, values=False):
     """(per-variant integration stage, thetas (n, 2), their equilibria) of
     ``axle``: LSRT2, h = 1 ms, ``steps`` steps of the longitudinal step load
     case from 4.9 s, every step an output sample; two parameters (the
     first bushing's radial stiffness, every bushing's damping), drawn
-    uniformly in [0.5, 2]; equilibria computed on XLA."""
+    uniformly in [0.5, 2]; equilibria computed on XLA. ``values=True``: the
+    stage as a job runs it, ``second(theta, values, carry)`` reading the
+    model's and load case's values at run time, and the values vector as a
+    fourth item."""
     import yaml
     from kernels.model import build_model
     from sweep.kinds.time_response import Case, make_variant
@@ -62,7 +65,13 @@ def integration_case(axle, n, steps):
     rng = np.random.default_rng(0)
     thetas = 0.5 + 1.5 * rng.random((n, len(pset)))
     carries = jax.device_get(jax.jit(jax.vmap(first))(thetas))
-    return second, thetas, carries
+    if not values:
+        return second, thetas, carries
+    from sweep.engine.values import Lifted
+    from sweep.kinds.time_response import run_inputs
+    _, integrate = make_variant(model, pset, Case(exc, 4.9, 1e-3, steps + 1), stages=True, lifted="shared")
+    return (lambda theta, vec, carry: integrate((theta, vec), carry)), thetas, carries, \
+        Lifted(run_inputs(model, exc)).vector
 
 
 def main():
@@ -79,32 +88,37 @@ def main():
     from sweep.codegen import build
     from sweep.engine import mapping
 
-    second, thetas, carries = integration_case(args.axle, args.n, args.steps)
+    # the stage as a job runs it: the values read at run time, their pattern compiled in
+    staged, thetas, carries, vec = integration_case(args.axle, args.n, args.steps, values=True)
+    jvec = jax.numpy.asarray(vec)
+    second = lambda theta, carry: staged(theta, jvec, carry)     # noqa: E731 - XLA's reference, values closed over
     theta0 = thetas[0]
     carry0 = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], carries)
-    res = {"axle": args.axle, "n": args.n, "steps": args.steps, "machine": os.uname().nodename}
+    res = {"axle": args.axle, "n": args.n, "steps": args.steps, "machine": os.uname().nodename,
+           "values": "read at run time (pattern of 0 / +-1 compiled in)"}
 
     # first build (cache entry removed), then a second from the cache
     from sweep.codegen import emit
-    key = emit.trace(second, theta0, carry0)[2]
+    opts = dict(shared=(1,), fold=True)
+    key = emit.trace(staged, theta0, vec, carry0, **opts)[2]
     for ext in (".pkl",):
         p = os.path.join(build.cache_dir(), key + ext)
         if os.path.exists(p):
             os.remove(p)
     t = time.perf_counter()
-    gen, fn, info = build.load_or_build(second, theta0, carry0)
+    gen, fn, info = build.load_or_build(staged, theta0, vec, carry0, **opts)
     res["first_total_s"] = time.perf_counter() - t
     res.update({f"first_{k}": v for k, v in info.items()})   # build_s: gcc (0 when the library was cached)
     t = time.perf_counter()
-    gen, fn, info2 = build.load_or_build(second, theta0, carry0)
+    gen, fn, info2 = build.load_or_build(staged, theta0, vec, carry0, **opts)
     res["second_total_s"] = time.perf_counter() - t
     res["statements"] = gen.n_statements
     kernel = build.Kernel(gen, fn, threads=args.threads)
-    kernel(thetas[:8], jax.tree_util.tree_map(lambda a: a[:8], carries))
+    kernel(thetas[:8], vec, jax.tree_util.tree_map(lambda a: a[:8], carries))
     runs = []
     for _ in range(max(1, args.repeat)):
         t = time.perf_counter()
-        got = kernel(thetas, carries)
+        got = kernel(thetas, vec, carries)
         runs.append(time.perf_counter() - t)
     res["generated_s"] = min(runs)
     res["generated_runs_s"] = runs

@@ -105,8 +105,9 @@ def generated_backend(results):
                  f"{r['statements']:,} |")
     L.append("")
     L.append("(python benchmarks/generated_backend.py --axle AXLE; LSRT2, h = 1 ms, every step an output "
-             "sample, from the variants' static equilibria; integration only, each after a warm-up run; "
-             f"machine: {', '.join(sorted({str(r['machine']) for r in results}))})")
+             "sample, from the variants' static equilibria; integration only, each after a warm-up run"
+             + ("; the generated code reads the values at run time" if all(r.get("values") for r in results)
+                else "") + f"; machine: {', '.join(sorted({str(r['machine']) for r in results}))})")
     return "\n".join(L)
 
 
