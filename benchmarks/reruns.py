@@ -120,12 +120,13 @@ def run(args, cache, out):
 
 
 def wait_for_background_build(cache, timeout=900):
-    """Wait until no background build (sweep.prebuild) holds a lock in the
-    generated code's cache beside ``cache``; returns the time it ended."""
-    folder = os.path.join(os.path.dirname(cache), "generated")
+    """Wait until the background build (sweep.prebuild) in the generated
+    code's cache beside ``cache`` has written its last line; returns the
+    time it ended."""
+    log = os.path.join(os.path.dirname(cache), "generated", "prebuild.log")
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
-        if not any(n.endswith(".building") for n in os.listdir(folder)):
+        if os.path.exists(log) and "prebuild " in open(log).read():
             return time.perf_counter()
         time.sleep(0.2)
     raise SystemExit("the background build did not end")

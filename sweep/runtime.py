@@ -165,6 +165,14 @@ def cache_dir(cfg=None):
         c.get("dir") or os.environ.get(CACHE_ENV) or os.path.join(base, "axle-sweep", "jax")))
 
 
+def cache_in_use():
+    """Whether this process keeps compiled programs on disk (:func:`setup`
+    switched JAX's persistent compilation cache on; ``cache.enabled=false``
+    leaves it off)."""
+    import jax
+    return bool(jax.config.jax_compilation_cache_dir)
+
+
 def setup(cfg=None):
     """Once per process, before anything compiles: float64 (``kernels``), the
     persistent compilation cache, console logging, quiet JAX platform notes."""

@@ -90,6 +90,14 @@ def const_val(x):
 
 
 # ----------------------------------------------------------------------------- statements
+def cse_key(args):
+    """A hashable key of statement arguments (ids and arena references as
+    ints, constants as floats) that tells a reference from a constant of the
+    same number (Python's ``7 == 7.0``, with equal hashes) and constants by
+    their bits (``0.0`` from ``-0.0``)."""
+    return tuple(("c", a.hex()) if isinstance(a, float) else a for a in args)
+
+
 class Program:
     """The scalar program: SSA statements ``(id, op, args)`` in nested scopes."""
 
@@ -138,7 +146,7 @@ class Program:
             loop_depth, branch_depth = self.guards[-1]
             if d >= loop_depth:
                 d = max(d, branch_depth)
-        key = (op, args, dtype)
+        key = (op, cse_key(args), dtype)
         for lvl in range(d, -1, -1):          # this scope or an enclosing one
             hit = self.cse[lvl].get(key)
             if hit is not None:
@@ -870,7 +878,7 @@ class Translator:
         loop = self.p.loops.pop()
         scope = self.p.scopes.pop()
         d = max([self.p.depth(a) for a in items if not isinstance(a, float)] + [0])
-        key = ("materialised", L, tuple(items)) if d == 0 else None
+        key = ("materialised", L, cse_key(items)) if d == 0 else None
         base = self.p.cse[0].get(key) if key else None
         if base is None:
             base = self.p.alloc(L * n)
@@ -950,7 +958,7 @@ class Translator:
         for old, new in zip(carry_vals, outs):
             kind = _kind(new.cv.dtype)
             for a, b in zip(self.elems(old), self.elems(new)):
-                nxt.append(self.p.emit("sel", (act_phi, a, b), kind) if not (isinstance(b, int) and a == b) else a)
+                nxt.append(self.p.emit("sel", (act_phi, a, b), kind) if not (isinstance(a, int) and isinstance(b, int) and a == b) else a)
         # the condition on the new state
         nxt_vals = []
         pos = 0

@@ -140,15 +140,14 @@ class RoughRoad(TimeResponse):
         (``integrator.backend``: auto picks the generated C for large jobs)."""
         return rig_from_load_case(cfg, log)
 
-    def plan(self, cfg):
-        plan = super().plan(cfg)
-        c = plan.case
+    def finish_case(self, case, cfg):
+        """The time response's case with the road under the tyres (its
+        harmonics in the excitation)."""
         lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
         rate, damping = tyre_values(OmegaConf.to_container(cfg.model.tyres, resolve=True))
-        prof = profile_of(lc, c.t0, c.t1)
-        exc = loads.with_harmonics(c.exc, *road.wheel_force_harmonics(prof, rate, damping))
-        case = dataclasses.replace(c, exc=exc, loadcase_name=str(cfg.loadcase.name))
-        return dataclasses.replace(plan, case=case)
+        prof = profile_of(lc, case.t0, case.t1)
+        exc = loads.with_harmonics(case.exc, *road.wheel_force_harmonics(prof, rate, damping))
+        return dataclasses.replace(case, exc=exc, loadcase_name=str(cfg.loadcase.name))
 
     def attrs(self, plan, cfg_yaml):
         return {**super().attrs(plan, cfg_yaml), "job_kind": NAME, "body_mounts": body_mounts(plan.model.topology),

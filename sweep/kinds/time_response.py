@@ -230,6 +230,21 @@ def _values_digest(model, exc):
     return hashlib.sha256(Lifted(run_inputs(model, exc)).vector.tobytes()).hexdigest()
 
 
+class _quiet:
+    """Raise a logger's level for a block (a tentative plan's notes unlogged)."""
+
+    def __init__(self, logger):
+        self.logger = logger
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel(logging.WARNING + 1)
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
+        return False
+
+
 def _values_vector(model, exc):
     """The values a lifted runner reads at run time (:mod:`sweep.engine.values`)."""
     from sweep.engine.values import Lifted
@@ -402,9 +417,10 @@ class TimeResponse(JobKind):
                 max_devices=None if (method.jittable and backend == "xla") else 1)
             if not method.jittable:
                 C = min(C, len(X))
-            case = Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
-                        bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
-                        limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name), prebuild=prebuild)
+            case = self.finish_case(
+                Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
+                     bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
+                     limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name), prebuild=prebuild), cfg)
             tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
             coords = {
                 "variant": (np.arange(len(X), dtype=np.int64), {}),
@@ -425,9 +441,16 @@ class TimeResponse(JobKind):
         record = []
 
         def built():
-            # the generated code of this job, built by an earlier run (sweep.prebuild)
-            plan = make_plan("generated")
-            record.append(library_record(self.job_key(plan)[0], len(pset), _values_pattern(model, exc), plan.chunk))
+            # the generated code of this job, built by an earlier run (sweep.prebuild);
+            # planned quietly (its chunking notes are the real plan's to log)
+            try:
+                with _quiet(log):
+                    plan = make_plan("generated")
+                    record.append(library_record(self.job_key(plan)[0], len(pset),
+                                                 _values_pattern(model, plan.case.exc), plan.chunk))
+            except OSError as err:       # no cache folder (a read-only home): no built code, no background build
+                log.debug(f"generated code cache unavailable: {err}")
+                return False
             return record_built(record[0])
         if pset.hardpoints:
             # each variant its own geometry: values per variant, which the
@@ -444,9 +467,14 @@ class TimeResponse(JobKind):
                                   variant_steps=len(X) * (n_samples - 1) * every, built=built)
             # a short job on XLA: its generated code is built after the job, in
             # the background, for the next run of this structure (sweep.prebuild)
-            from sweep.runtime import cache_dir
-            return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_dir(cfg) else "")
+            from sweep.runtime import cache_in_use
+            return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_in_use() else "")
         return make_plan(backend)
+
+    def finish_case(self, case, cfg):
+        """The plan's case as the job runs it (a kind built on the time
+        response adds its inputs here, e.g. the rough road's harmonics)."""
+        return case
 
     def job_key(self, plan):
         """(key, values, size, shared, pair) of a plan's chunk runner: the

@@ -28,11 +28,12 @@ def test_a_short_job_builds_its_generated_code_for_the_next_run(tmp_path):
     first = _run(env, f"output.path={tmp_path}/a.zarr")
     assert "runs on XLA" in first and "building the generated C of this structure in the background" in first
     folder = tmp_path / "cache" / "generated"
-    deadline = time.time() + 300
-    while any(p.name.endswith(".building") for p in folder.iterdir()) and time.time() < deadline:
+    log = folder / "prebuild.log"
+    deadline = time.time() + 300              # the build's last line says how it ended
+    while not (log.exists() and "prebuild " in log.read_text()) and time.time() < deadline:
         time.sleep(1)
-    log = (folder / "prebuild.log").read_text()
-    assert "prebuild" in log and ": generated (" in log, log
+    assert ": generated (" in log.read_text(), log.read_text()
+    assert not any(p.name.endswith((".building", ".failed")) for p in folder.iterdir())
     assert not any(p.name.startswith("prebuild-") and p.suffix == ".yaml" for p in folder.iterdir())
     second = _run(env, "loadcase.wheel_loads.left.fz=4100", f"output.path={tmp_path}/b.zarr")
     assert "runs on the generated code that an earlier run built" in second, second

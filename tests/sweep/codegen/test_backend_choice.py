@@ -113,26 +113,66 @@ def test_a_short_job_plans_its_background_build_and_finds_it_built(unpinned, tmp
     # another structure (fewer stored bushings) has its own record
     cfg = cfg_of(*args, "output.bushings=pivot_*")
     assert kind_of(cfg).plan(cfg).case.prebuild not in ("", record)
-    # with the cache off, nothing is built in the background
-    cfg = cfg_of(*args, "cache.enabled=false")
+    # with the cache off (cache.enabled=false: no persistent cache in the process), nothing is built
+    from sweep import runtime
+    unpinned.setattr(runtime, "cache_in_use", lambda: False)
+    cfg = cfg_of(*args, "loadcase.wheel_loads.left.fz=4300", "output.bushings=pivot_*")
     assert kind_of(cfg).plan(cfg).case.prebuild == ""
 
 
+@pytest.mark.parametrize("args", [
+    ("model=toy_trailing_arm", "loadcase.t_start=4.95", "loadcase.t_end=5.05"),
+    ("model=toy_trailing_arm", "loadcase=rough_road", "loadcase.t_end=3.0", "loadcase.settle=0.5",
+     "loadcase.resolution=1.0"),
+])
+def test_the_record_a_job_waits_for_is_the_one_its_background_build_writes(unpinned, tmp_path, args):
+    """The cache record a short job on XLA names (its plan's case) is the one
+    the background build's runner loads or writes: the same job planned on
+    the generated backend, its key, sweep parameters, values' pattern and
+    lanes - for a time response and for a rough road (whose case gets the
+    road's harmonics after the time response's plan)."""
+    from tests.jobs import cfg_of
+    from sweep.kinds import kind_of
+    unpinned.setattr(build, "compiler", lambda: "/usr/bin/cc")
+    unpinned.setenv("AXLE_JAX_CACHE_DIR", str(tmp_path / "jax"))
+    cfg = cfg_of(*args)
+    kind = kind_of(cfg)
+    cfg = kind.prepare(cfg)
+    plan = kind.plan(cfg)
+    assert plan.case.backend == "xla" and plan.case.prebuild
+    cfg.integrator.backend = "generated"         # what sweep.prebuild.build plans
+    plan_g = kind.plan(cfg)
+    runner = kind.runner(plan_g)
+    W = 1 if plan_g.chunk == 1 else generated.LANES
+    assert plan.case.prebuild == build.prekey_record(
+        generated.whole_prekey(runner.key, len(plan_g.pset), runner.fn.values_key), W, shared=(1,), fold=True)
+
+
 def test_one_background_build_per_structure_at_a_time(tmp_path):
-    """The build's lock holds its process id: a live holder keeps it, a lock
-    whose process is gone is taken over."""
+    """The build's lock holds its host and process id: a live holder keeps
+    it, a lock whose process is gone is taken over, one of another host (a
+    shared cache) is believed - unless it is older than a build could be
+    (a process id reused after a reboot)."""
+    import socket
     import subprocess
     import sys
     from sweep import prebuild
+    host = socket.gethostname()
     lock = str(tmp_path / "x.key.building")
     assert prebuild._claim(lock) and not prebuild._claim(lock)          # this process holds it
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     with open(lock, "w") as f:
-        f.write(str(proc.pid))                                          # a builder that is gone
+        f.write(f"{host} {proc.pid}")                                   # a builder that is gone
     assert prebuild._claim(lock)
     with open(lock) as f:
-        assert f.read() == str(os.getpid())
+        assert f.read() == f"{host} {os.getpid()}"
+    with open(lock, "w") as f:
+        f.write(f"{host}-other-node 12345")                             # another host's builder
+    assert not prebuild._claim(lock)
+    old = os.path.getmtime(lock) - prebuild.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    assert prebuild._claim(lock)
 
 
 def test_a_failed_background_build_is_not_started_again(tmp_path, monkeypatch, caplog):
@@ -149,3 +189,7 @@ def test_a_failed_background_build_is_not_started_again(tmp_path, monkeypatch, c
         assert prebuild.spawn("a: 1\n", record) is None and len(started) == 1
     assert "not built - Unsupported: a primitive" in caplog.text
     assert (tmp_path / "abc.key.failed").read_text().startswith("Unsupported")
+    # a build that cannot even start (no cache folder) is a warning, never an error of the finished job
+    with caplog.at_level(logging.INFO, logger="sweep"):
+        assert prebuild.spawn("a: 1\n", str(tmp_path / "missing" / "abc.key")) is None
+    assert "background build of the generated C could not start" in caplog.text

@@ -477,6 +477,25 @@ def test_a_folded_pattern_build_serves_every_value_of_its_pattern():
     assert gen.n_statements < unfolded.n_statements
 
 
+def test_a_reference_and_a_constant_of_the_same_number_stay_apart():
+    """Statement and stored-table keys tell a value's reference (an int) from
+    a constant of the same number (Python's 2 == 2.0): ``x[2] - 1.0`` and
+    ``x[2] - x[1]`` are two statements, and two tables scanned at the top
+    level - one holding a constant 1.0, the other the value with reference 1
+    - are two stored tables; and 0.0 is not -0.0."""
+    def f(x):
+        a = jnp.stack([x[2] - 1.0, x[2] - x[1], x[2] * 0.0 + x[0] * -0.0])
+        t1 = jnp.stack([x[2], 1.0])
+        t2 = jnp.stack([x[2], x[1]])
+        s1, _ = lax.scan(lambda c, v: (c * 0.5 + v, None), 0.0, t1)
+        s2, _ = lax.scan(lambda c, v: (c * 0.5 + v, None), 0.0, t2)
+        return a, s1, s2
+
+    xs = np.array([[0.3, 2.5, -1.2], [1.0, 1.0, 1.0], [-4.0, 0.25, 3.0], [2.0, -3.0, 0.5]])
+    kernel = _generated(f, xs)
+    _assert_equal(kernel(xs), jax.vmap(f)(xs), tol=0.0)
+
+
 def test_a_loop_invariant_table_is_stored_once_not_every_step():
     """A table read by a scan inside a loop whose values do not change in the
     loop (an element table of run-time values inside the time loop) is
