@@ -112,31 +112,28 @@ def test_twist_beam_lhs_job_with_a_flexible_cross_member(tmp_path):
     assert np.ptp(ds.frequency.isel(mode=2).values) > 1e-3
 
 
-def test_default_job_runs_the_generated_code_and_equals_xla(tmp_path):
-    """integrator.backend's default (auto) on a CPU with a C compiler: the
-    job's integration is generated C (its log line), every variant ok, and
-    the cube equals the same job on XLA (the reference path; round-off of
-    the generated code's different operation order only). Without a
-    compiler, auto says so in one line and runs on XLA."""
+def test_default_job_runs_the_generated_code(tmp_path):
+    """integrator.backend's default (auto) on a CPU with a C compiler: a job
+    long enough to pay for the build integrates as generated C (its log
+    line), every variant ok, the values plausible. (The generated code
+    against XLA: tests/e2e/test_prebuild.py, tests/sweep/engine/test_values_numbers.py
+    and tests/sweep/codegen/.) Without a compiler, auto says so in one line
+    and runs on XLA."""
     from sweep.codegen import build
     # long enough for auto to build the C (sweep.codegen.runner.GENERATED_MIN_VARIANT_STEPS)
     toy = ["model=toy_trailing_arm", "loadcase.t_start=0.0", "loadcase.t_end=61.0", "output.every=100"]
     env = {k: v for k, v in os.environ.items() if k != "AXLE_AUTO_BACKEND"}
-    runs = {}
-    for name, extra_env in (("auto", {}), ("xla", {"AXLE_AUTO_BACKEND": "xla"})):
-        out = tmp_path / f"{name}.zarr"
-        runs[name] = subprocess.run([sys.executable, "-m", "sweep", *toy, f"output.path={out}",
-                                     f"hydra.run.dir={tmp_path}/h-{name}"], cwd=ROOT, capture_output=True,
-                                    text=True, timeout=600, env={**env, **extra_env})
-        assert runs[name].returncode == 0, runs[name].stdout[-2000:] + runs[name].stderr[-2000:]
-    auto = runs["auto"].stdout + runs["auto"].stderr
+    out = tmp_path / "auto.zarr"
+    run = subprocess.run([sys.executable, "-m", "sweep", *toy, f"output.path={out}", f"hydra.run.dir={tmp_path}/h"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    auto = run.stdout + run.stderr
     if build.compiler() is None:
         assert "integrator.backend=auto: no C compiler found" in auto
     else:
-        assert "generated backend (" in auto and "on generated C" in auto
-    assert "generated backend" not in runs["xla"].stdout + runs["xla"].stderr
-    a, x = xr.open_zarr(tmp_path / "auto.zarr"), xr.open_zarr(tmp_path / "xla.zarr")
-    assert int(a.status[0]) == 0 and int(x.status[0]) == 0
-    for var in ("wheel_centre_displacement", "toe", "camber", "bushing_force"):
-        ref = x[var].values
-        np.testing.assert_allclose(a[var].values, ref, rtol=1e-9, atol=1e-9 * float(np.abs(ref).max()))
+        assert "generated backend (" in auto and "on generated C" in auto and "in the background" not in auto
+    a = xr.open_zarr(out)
+    assert int(a.status[0]) == 0
+    # the step at 5 s moves the wheel back and it settles: a finite, nonzero response
+    dx = a.wheel_centre_displacement.sel(axis="x").values[0, :, 0]
+    assert np.isfinite(dx).all() and 1e-4 < abs(dx[-1]) < 0.05

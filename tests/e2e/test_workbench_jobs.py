@@ -88,10 +88,10 @@ def test_an_interrupted_workbench_job_stops_cleanly_and_resumes(tmp_path):
 
 def test_a_workbench_reuses_the_generated_program_for_changed_values(tmp_path, caplog):
     """The generated C reads the values at run time and holds only which
-    are 0 or +-1: a job with a changed wheel load runs the kept program
-    (equal to XLA's numbers for that load); a value that becomes 0 is
-    another pattern and builds its own program, which then replaces the
-    kept one of the structure."""
+    are 0 or +-1: a job with a changed wheel load runs the kept program,
+    equal to XLA's numbers for that load. (A value that becomes 0 is another
+    pattern, another key: tests/sweep/codegen/test_codegen.py; the memory's
+    rule of the latest pattern per structure: tests/sweep/test_workbench.py.)"""
     from sweep.workbench import Workbench
     s = Workbench()
     caplog.set_level(logging.INFO, logger="sweep")
@@ -106,7 +106,3 @@ def test_a_workbench_reuses_the_generated_program_for_changed_values(tmp_path, c
     for name in ("wheel_centre_displacement", "toe", "bushing_force"):
         want = np.asarray(x[name])
         assert np.max(np.abs(np.asarray(b[name]) - want)) <= 1e-10 * np.max(np.abs(want)), name
-    caplog.clear()
-    s.run(*gen, "model.per_side.p2p.spring.preload=0.0", f"output.path={tmp_path}/c.zarr")
-    assert "kept in memory" not in caplog.text and "generated backend (" in caplog.text
-    assert len([k for k in s.programs._kept if k[-1] is not None]) == 1
