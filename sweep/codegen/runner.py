@@ -147,7 +147,8 @@ class GeneratedRunner:
     ``fold``: with ``shared``, the job's values vector; the generated code
     then reads the values at run time too (``whole(theta, values)``,
     ``second(theta, values, carry)``) and compiles in only their pattern -
-    which are 0 or +-1 (:func:`sweep.codegen.emit.shared_pattern`) - so a changed load, rate, mass or hardpoint reuses the built code;
+    which are 0 or +-1 (:func:`sweep.codegen.emit.shared_pattern`) - so a
+    changed load, rate, mass or hardpoint reuses the built code;
     ``values_key`` is then the pattern's digest. (A chunk's example values
     at lowering are zeros of the right shape, so the pattern is taken from
     this vector.)"""
@@ -156,7 +157,7 @@ class GeneratedRunner:
     def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key="",
                  shared=False, whole=None, fold=False):
         self.whole = whole
-        self.fold = None if fold is False or fold is None or not shared else np.asarray(fold, np.float64)
+        self.fold = np.asarray(fold, np.float64) if shared and fold is not None and fold is not False else None
         self.values_key = values_key
         self.first_fn = first
         self.micro_batch = micro_batch

@@ -205,10 +205,10 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
         if lifted and shared:
             # the values read at run time, their pattern compiled in (GeneratedRunner fold)
             first, integrate = make_variant(model, pset, case, stages=True, lifted="shared")
+            vec = _values_vector(model, case.exc)
             return GeneratedRunner(first, lambda theta, vec, carry: integrate((theta, vec), carry), fallback,
-                                   micro_batch, threads=default_threads(), values_key=_values_pattern(model, case.exc),
-                                   shared=True, whole=make_variant(model, pset, case, lifted="shared"),
-                                   fold=_values_vector(model, case.exc))
+                                   micro_batch, threads=default_threads(), values_key=_values_pattern(vec=vec),
+                                   shared=True, whole=make_variant(model, pset, case, lifted="shared"), fold=vec)
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, case.exc) if lifted else "",
@@ -251,12 +251,14 @@ def _values_vector(model, exc):
     return Lifted(run_inputs(model, exc)).vector
 
 
-def _values_pattern(model, exc):
+def _values_pattern(model=None, exc=None, vec=None):
     """Digest of the pattern of the values (which are 0 or +-1) that
     the generated C compiles in when it reads the values at run time
-    (:func:`sweep.codegen.emit.shared_pattern`)."""
+    (:func:`sweep.codegen.emit.shared_pattern`); ``vec``: the values vector
+    when the caller has it (else built from ``model`` and ``exc``)."""
     from sweep.codegen import emit
-    return emit.pattern_digest(emit.shared_pattern((None, _values_vector(model, exc)), (1,)))
+    vec = _values_vector(model, exc) if vec is None else vec
+    return emit.pattern_digest(emit.shared_pattern((None, vec), (1,)))
 
 
 def channel_shapes(model, bushing_idx, channels=None):
