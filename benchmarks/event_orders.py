@@ -17,7 +17,7 @@ ratios per halving of h (an order-p method: about 2^p).
 h = 1 ms against Radau (rtol 1e-8, the reference of docs/validation.md's table) over
 4.9-6.0 s for the step at 5.0 s, both signals of that table
 (wheel-centre displacement, reference-bushing force; both sides pooled:
-``sweep.cube.pooled_signals``, ``kernels.metrics.nmse``).
+``sweep.results.cube.pooled_signals``, ``kernels.metrics.nmse``).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def main(argv=None):
     from kernels.radau import solve as radau
     from kernels.statics import equilibrium
     from kernels.response import Options, Problem, solve
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
 
     with open(os.path.join(ROOT, "configs", "model", f"{args.axle}.yaml")) as f:
         model = build_model(build_tables(yaml.safe_load(f)))
@@ -99,9 +99,9 @@ def nmse_table(axle, methods):
     from kernels.model import build_model
     from kernels.radau import solve as radau
     from kernels.statics import equilibrium
-    from sweep.cube import pooled_signals
+    from sweep.results.cube import pooled_signals
     from kernels.response import Options, Problem, make_outputs as make_channels, solve
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
 
     with open(os.path.join(ROOT, "configs", "model", f"{axle}.yaml")) as f:
         model = build_model(build_tables(yaml.safe_load(f)))

@@ -30,7 +30,7 @@ from kernels.methods import METHODS
 from kernels.model import build_model
 from kernels.statics import equilibrium
 from kernels.system import model_system
-from sweep.model_builder import build_tables, load_model_file
+from sweep.axle.builder import build_tables, load_model_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402

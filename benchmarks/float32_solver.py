@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import work_precision as wp  # noqa: E402
 from single_variant import machine  # noqa: E402
 from kernels import metrics  # noqa: E402
-from sweep.loadcase import sample_grid  # noqa: E402
+from sweep.study.loadcase import sample_grid  # noqa: E402
 from kernels.response import Options, Problem, solve  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

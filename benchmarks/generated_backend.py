@@ -48,9 +48,9 @@ def integration_case(axle, n, steps, values=False):
     import yaml
     from kernels.model import build_model
     from sweep.kinds.time_response import Case, make_variant
-    from sweep.loadcase import build_excitation
-    from sweep.model_builder import build_tables
-    from sweep.params import build_parameters
+    from sweep.study.loadcase import build_excitation
+    from sweep.axle.builder import build_tables
+    from sweep.axle.params import build_parameters
 
     with open(os.path.join(ROOT, "configs", "model", f"{axle}.yaml")) as f:
         model = build_model(build_tables(yaml.safe_load(f)))

@@ -67,7 +67,7 @@ print("jax.devices():", jax.devices(), "default backend:", jax.default_backend()
 import jax.numpy as jnp
 x = jnp.arange(4.0)
 print("x64 on:", x.dtype, "placed on", x.devices())
-for m in ("sweep.model_builder", "sweep.kinds.time_response", "sweep.engine.mapping", "sweep.app", "sweep.store"):
+for m in ("sweep.axle.builder", "sweep.kinds.time_response", "sweep.engine.mapping", "sweep.app", "sweep.results.store"):
     tic = time.perf_counter()
     try:
         importlib.import_module(m)

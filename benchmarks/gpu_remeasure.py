@@ -123,7 +123,7 @@ def job_batch(name, solver, B):
 
 def job_chunk(name, solver, B):
     """benchmarks/sweep_throughput.py's runner (double wishbone only there)."""
-    from sweep.design import make_design
+    from sweep.study.design import make_design
     cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
     model = axles[name].model
     pset = suite.build_parameters(cfg("sweep", "lhs.yaml")["parameters"], model)

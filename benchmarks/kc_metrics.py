@@ -24,7 +24,7 @@ import kernels  # noqa: E402,F401
 from kernels import kc, metrics, modes, statics  # noqa: E402
 from sweep.align import load_model_config  # noqa: E402
 from kernels.model import build_model  # noqa: E402
-from sweep.model_builder import build_tables  # noqa: E402
+from sweep.axle.builder import build_tables  # noqa: E402
 
 
 LOADED_RADIUS = {"leaf_spring_axle": 0.347}      # m: Chrono's UAZ tyre under 7.1 kN

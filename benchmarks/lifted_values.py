@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--variants", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    from sweep.runtime import xla_flags_from_env
+    from sweep.core.runtime import xla_flags_from_env
     xla_flags_from_env()
     import jax
     import numpy as np

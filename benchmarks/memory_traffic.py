@@ -49,10 +49,10 @@ def _runner(batch, steps, micro_batch, axle):
     import yaml
     sys.path.insert(0, ROOT)
     import kernels  # noqa: F401
-    from sweep.design import make_design
-    from sweep.model_builder import model_from_config
-    from sweep.loadcase import build_excitation
-    from sweep.params import build_parameters
+    from sweep.study.design import make_design
+    from sweep.axle.builder import model_from_config
+    from sweep.study.loadcase import build_excitation
+    from sweep.axle.params import build_parameters
     from sweep.kinds.time_response import Case, make_chunk_runner
     cfg = lambda *p: yaml.safe_load(open(os.path.join(ROOT, "configs", *p)))  # noqa: E731
     model = model_from_config(cfg("model", f"{axle}.yaml"))

@@ -42,7 +42,7 @@ import time
 # the CPU devices as `python -m sweep` sets them (one per core, at most 2;
 # AXLE_CPU_DEVICES=n), before JAX starts: the sweep job of the suite (peak
 # memory) runs as the app does by default
-from sweep.runtime import cpu_devices_are_default, xla_flags_from_env  # noqa: E402
+from sweep.core.runtime import cpu_devices_are_default, xla_flags_from_env  # noqa: E402
 
 xla_flags_from_env()
 
@@ -58,14 +58,14 @@ from kernels.system import model_system  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
-from sweep.cube import pooled_signals  # noqa: E402
+from sweep.results.cube import pooled_signals  # noqa: E402
 from kernels.statics import equilibrium
-from sweep.loadcase import sample_grid
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters  # noqa: E402
+from sweep.study.loadcase import sample_grid
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters  # noqa: E402
 from kernels.response import Options, Problem, make_outputs as make_channels, solve
 from sweep.kinds.time_response import Case, make_chunk_runner  # noqa: E402
-from sweep.loadcase import build_excitation  # noqa: E402
+from sweep.study.loadcase import build_excitation  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ("double_wishbone", "multilink")

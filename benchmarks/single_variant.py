@@ -22,11 +22,11 @@ import yaml
 import kernels  # noqa: F401
 import numpy as np
 
-from sweep.loadcase import sample_grid
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters
+from sweep.study.loadcase import sample_grid
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters
 from sweep.kinds.time_response import Case, make_chunk_runner
-from sweep.loadcase import build_excitation
+from sweep.study.loadcase import build_excitation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -25,7 +25,7 @@ from kernels import build_model, loads, statics  # noqa: E402
 from kernels.methods import METHODS  # noqa: E402
 from kernels.radau import Radau  # noqa: E402
 from kernels.system import model_system  # noqa: E402
-from sweep.model_builder import build_tables, load_model_file  # noqa: E402
+from sweep.axle.builder import build_tables, load_model_file  # noqa: E402
 
 N_STEPS = 2400
 

@@ -19,11 +19,11 @@ import yaml
 import kernels  # noqa: F401
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
-from sweep.design import make_design
+from sweep.study.design import make_design
 from sweep.kinds.time_response import Case, make_chunk_runner
-from sweep.model_builder import model_from_config
-from sweep.loadcase import build_excitation
-from sweep.params import build_parameters
+from sweep.axle.builder import model_from_config
+from sweep.study.loadcase import build_excitation
+from sweep.axle.params import build_parameters
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

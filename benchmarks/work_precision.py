@@ -31,7 +31,7 @@ reference bushings (the direction the load case drives), NMSE over its
   ``nmse_window`` (4.9 s <= t <= 6.0 s), both sides pooled, for the two
   signals of the NMSE table of docs/validation.md: the longitudinal wheel-centre displacement
   and the longitudinal force in the reference bushings
-  (``sweep.cube.pooled_signals`` + ``kernels.metrics.nmse``, the functions
+  (``sweep.results.cube.pooled_signals`` + ``kernels.metrics.nmse``, the functions
   behind that table), sampled at every step of the method;
 * work: wall time of the run alone (compile excluded, best of ``--repeat``
   runs of the same compiled executable) per simulated second, and per step.
@@ -74,12 +74,12 @@ import yaml
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
 from kernels.methods import FIXED_STEP
-from sweep.cube import pooled_signals
+from sweep.results.cube import pooled_signals
 from kernels.statics import equilibrium
-from sweep.loadcase import sample_grid
-from sweep.model_builder import model_from_config
+from sweep.study.loadcase import sample_grid
+from sweep.axle.builder import model_from_config
 from kernels.response import Options, Problem, make_outputs as make_channels, solve
-from sweep.loadcase import build_excitation
+from sweep.study.loadcase import build_excitation
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from single_variant import machine  # noqa: E402
@@ -90,7 +90,7 @@ AXLES = ("double_wishbone", "multilink")
 METHOD_NAMES = ("lsrt2", "ros34pw2", "linear_implicit_euler")
 H_MS = (0.25, 0.5, 1.0, 2.0, 4.0)
 RELINEARISE = (1, 2, 4, 8)
-# (name in sweep.cube.pooled_signals, key in the results)
+# (name in sweep.results.cube.pooled_signals, key in the results)
 SIGNALS = (("wheel_displacement", "displacement"), ("bushing_force", "force"))
 # the direction (vehicle frame: 0 = x, 2 = z) of both signals per load case: the one it drives
 DIRECTION = {"longitudinal_step": 0, "pothole": 2}
@@ -587,7 +587,7 @@ def main(argv=None):
     Ns = args.relinearise_every or ([1, 4] if q else list(RELINEARISE))
     repeat = args.repeat or (2 if q else 3)
     if not args.no_cache:
-        from sweep.runtime import setup
+        from sweep.core.runtime import setup
         setup()       # the app's persistent compilation cache (a re-run skips XLA's compile)
     argl = list(sys.argv[1:] if argv is None else argv)
     command = " ".join(["python benchmarks/work_precision.py"] + argl)
@@ -678,7 +678,7 @@ def _retime_main(args):
         res = json.load(f)
     stem = os.path.splitext(os.path.basename(args.retime))[0]
     if not args.no_cache:
-        from sweep.runtime import setup
+        from sweep.core.runtime import setup
         setup()
     started = time.time()
     info = {"date": time.strftime("%Y-%m-%d"), "started": time.strftime("%H:%M"), "loadavg": {"start": _loadavg()},

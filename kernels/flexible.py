@@ -1,5 +1,5 @@
 """Flexible bodies: a floating reference frame plus modal coordinates (Lion,
-seed 002, Gl. 1-9; the Craig-Bampton data come from ``sweep.flexible``).
+seed 002, Gl. 1-9; the Craig-Bampton data come from ``sweep.axle.fe``).
 
 A flexible body's deformation relative to its reference frame is a Ritz
 series ``u = Phi q`` over n elastic modes. The frame is the rigid body of
@@ -14,7 +14,7 @@ Terms kept (the mean-axis, zeroth-order floating-frame formulation). The
 modes are mass-normalised and M-orthogonal to the six rigid motions, and
 the frame origin is the centre of mass, so the invariants I2 (first
 moment), I3 and I4 (translational and rotational coupling) vanish at q = 0
-(``sweep.flexible.craig_bampton``). The mass matrix is then
+(``sweep.axle.fe.craig_bampton``). The mass matrix is then
 ``diag(m I, J, I_n)``: the rigid body's, plus unit modal mass. Kept: the
 frame's full rigid-body dynamics (Newton-Euler with its gyroscopic term),
 modal stiffness ``omega^2`` and modal damping ``2 zeta omega`` (Gl. 9, Ke

@@ -597,7 +597,7 @@ class ElementGroup:
                :class:`kernels.model.ModelError` naming ``where.field`` and the value;
                index, name and the two markers (known, on different bodies)
                are checked for every group.
-    targets    sweepable parameters (sweep.params): {target: (parameter key,
+    targets    sweepable parameters (sweep.axle.params): {target: (parameter key,
                column or None)}; the config target is ``"<name>.<target>"`` and
                scales ``params[key][rows(, column)]``.
     params, bodies, names

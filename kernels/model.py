@@ -40,7 +40,7 @@ other        a registered element group's section (``kernels.forces.GROUPS``,
              [{marker, translation (3 x n) [m kg^-0.5], rotation (3 x n)
              [rad kg^-0.5 m^-1]}] - the mode shapes at the marker's node, in
              the body frame. Every marker on a flexible body is an
-             interface (:mod:`kernels.flexible`; ``sweep.flexible`` makes
+             interface (:mod:`kernels.flexible`; ``sweep.axle.fe`` makes
              these rows from an FE model).
 ``wheels``   {left: body index, right: body index}: wheel bodies, whose frame
              origin is the wheel centre and whose body y axis is the spin

@@ -46,12 +46,12 @@ import sys
 
 import kernels  # noqa: F401  (float64)
 from kernels.model import ModelError
-# the alignment itself is a service (sweep/alignment.py, also used per variant
+# the alignment itself is a service (sweep/axle/alignment.py, also used per variant
 # by hardpoint sweeps); its functions are re-exported here for scripts
-from sweep.alignment import _pretension_spec, _spec, align, check_proposal, pretension
-from sweep.alignment import design_alignment, realigned  # noqa: F401  (re-exported)
-from sweep.model_builder import load_model_file
-from sweep.schema import ConfigError
+from sweep.axle.alignment import _pretension_spec, _spec, align, check_proposal, pretension
+from sweep.axle.alignment import design_alignment, realigned  # noqa: F401  (re-exported)
+from sweep.axle.builder import load_model_file
+from sweep.core.config import ConfigError
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "model")
 
 
@@ -81,7 +81,7 @@ def parse_args(argv):
     ``NAME``, ``PATH.yaml``, ``model=NAME`` or ``model=PATH.yaml``, and
     ``hydra.searchpath=[file://dir,...]`` - the forms ``python -m sweep``
     takes; None for a line that is not one of them."""
-    from sweep.runtime import searchpath_dirs
+    from sweep.core.runtime import searchpath_dirs
     model, rest = None, []
     for a in argv:
         key, sep, value = a.partition("=")

@@ -11,8 +11,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from kernels.model import ModelError
 from sweep import engine
 from sweep.kinds import kind_of
-from sweep.runtime import ensure_console_logging
-from sweep.schema import check_config
+from sweep.core.runtime import ensure_console_logging
+from sweep.core.config import check_config
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def _preload_report_modules():
 def main(cfg: DictConfig, progress=None, programs=None, interactive=False) -> int:
     """Run the job of ``cfg``; 0, 2 after a one-line error (bad config or
     model: nothing is built, compiled or written), or 1 when every variant
-    the cube holds failed (no status whose values are kept, sweep.status:
+    the cube holds failed (no status whose values are kept, sweep.results.status:
     the cube is written with their status, no picture is drawn).
     ``programs``: compiled runners kept between the jobs of a workbench
     (:class:`sweep.engine.stream.Programs`); ``interactive`` (a workbench):
@@ -75,7 +75,7 @@ def main(cfg: DictConfig, progress=None, programs=None, interactive=False) -> in
         return 2
     import numpy as np
     import xarray as xr             # here, not at the top: 0.3-0.5 s of start-up before the first step
-    from sweep import status
+    from sweep.results import status
     # chunks=None: lazily indexed numpy, without dask (0.45 s of start-up that a report does not need)
     ds = xr.open_zarr(summary["path"], chunks=None)
     codes = ds.status.values

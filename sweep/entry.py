@@ -4,7 +4,7 @@
 :func:`hydra_app` wraps an app's ``main(cfg) -> exit code`` into a Hydra
 entry point that
 
-* sets the process up before anything is built (:mod:`sweep.runtime`: CPU
+* sets the process up before anything is built (:mod:`sweep.core.runtime`: CPU
   devices and LAPACK threads before JAX starts, float64, the compilation
   cache, console logging);
 * exits with the app's code in a single run, but *returns* it inside a
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sweep.runtime import CONFIG_DIR, LOG, searchpath_dirs, setup, xla_flags_from_env
+from sweep.core.runtime import CONFIG_DIR, LOG, searchpath_dirs, setup, xla_flags_from_env
 
 _FAILED: list = []
 FAILED_MARKER = ".axle-job-failed"
@@ -235,7 +235,7 @@ def check_config_files(argv, config_name="config"):
     ``hydra.searchpath`` in order (a user's own axle files); files of
     ``pkg://`` entries are left to Hydra (its message, exit code 2). Raises
     :class:`kernels.model.ModelError`."""
-    from sweep.model_builder import load_model_file, load_yaml_strict
+    from sweep.axle.builder import load_model_file, load_yaml_strict
     roots = [CONFIG_DIR] + searchpath_dirs(argv)
     files = [("", os.path.join(CONFIG_DIR, f"{config_name}.yaml"))]
     for a in argv:

@@ -23,7 +23,7 @@ killed build leaves (:mod:`sweep.codegen.build` cleans it on the next
 build).
 ``AXLE_AUTO_BACKEND=xla`` (auto means XLA) or ``integrator.backend=xla``
 run no such build; neither does a job with the cache switched off
-(``cache.enabled=false``: :func:`sweep.runtime.cache_in_use`). A build
+(``cache.enabled=false``: :func:`sweep.core.runtime.cache_in_use`). A build
 the machine stopped (a compiler that failed, a full disk) is tried again
 by a later job; the file ``<record>.failed`` beside the cache record says
 why a structure is not tried again (removing it retries).
@@ -173,7 +173,7 @@ def main(argv=None):
             os.nice(10)
         except OSError:
             pass
-        from sweep.runtime import setup, xla_flags_from_env
+        from sweep.core.runtime import setup, xla_flags_from_env
         xla_flags_from_env()
         from omegaconf import OmegaConf
         cfg = OmegaConf.load(cfg_path)

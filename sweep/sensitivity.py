@@ -1,6 +1,6 @@
 """Sobol' sensitivity indices of a ``sweep=saltelli`` cube (SALib.analyze.sobol).
 
-A Saltelli cube (:mod:`sweep.design`, design ``saltelli``) holds N base
+A Saltelli cube (:mod:`sweep.study.design`, design ``saltelli``) holds N base
 samples, each a block of N(2D+2) (or N(D+2) without second order) variants in
 Saltelli's order. :func:`sobol_indices` takes any per-variant scalar of the
 cube - a K&C metric such as ``bump_steer`` (variant, side), an axle metric,
@@ -35,9 +35,9 @@ import os
 
 import numpy as np
 
-from sweep import status as status_table
-from sweep.design import saltelli_settings, saltelli_size
-from sweep.schema import ConfigError
+from sweep.results import status as status_table
+from sweep.study.design import saltelli_settings, saltelli_size
+from sweep.core.config import ConfigError
 
 FILLS = ("drop_blocks", "mean")
 

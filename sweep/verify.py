@@ -1,8 +1,8 @@
 """``python -m sweep.verify PATH.zarr [...]``: check result cubes without running anything.
 
-For every store: it opens, follows the cube schema (:mod:`sweep.cube_schema`),
+For every store: it opens, follows the cube schema (:mod:`sweep.results.schema`),
 and every written chunk (``chunk_done`` = 1) reads back with the checksums
-recorded when it was written (:func:`sweep.store.verify_store`: a deleted,
+recorded when it was written (:func:`sweep.results.store.verify_store`: a deleted,
 truncated or altered chunk file is found). Prints one line per problem and
 exits 1 if there is any; otherwise prints one ``ok`` line per store (with
 how many chunks are written: an unfinished store is not damaged, a rerun of
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import sys
 
-from sweep import cube_schema
+from sweep.results import schema as cube_schema
 from sweep.kinds import kinds
-from sweep.store import verify_store
+from sweep.results.store import verify_store
 
 
 def _channels(path):

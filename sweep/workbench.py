@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sys
 
-from sweep.runtime import CONFIG_DIR, setup, xla_flags_from_env
+from sweep.core.runtime import CONFIG_DIR, setup, xla_flags_from_env
 
 
 def _backends_started():

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 
-# the job entry points run LAPACK single-threaded (sweep.runtime.single_threaded_lapack);
+# the job entry points run LAPACK single-threaded (sweep.core.runtime.single_threaded_lapack);
 # so do the tests, whose in-process references are compared bitwise with
 # `python -m sweep` subprocesses (OpenBLAS's threads change the round-off of
 # a dense solve). Set before NumPy / SciPy load their OpenBLAS.
@@ -70,7 +70,7 @@ import jax
 import jax.numpy as jnp
 
 # the in-process tests use a persistent compilation cache as well (compilations
-# of 1 s or more, as sweep.runtime.setup), one directory per pytest-xdist
+# of 1 s or more, as sweep.core.runtime.setup), one directory per pytest-xdist
 # worker: the rest tier's worker gw0 loads what gw0 compiled in the fast tier,
 # and no two processes write and read one in-process cache at the same time
 # (JAX writes an entry in place, not atomically). A `python -m sweep`
@@ -163,7 +163,7 @@ def load_model_cfg(name="double_wishbone"):
 
 @pytest.fixture(scope="session")
 def dw_tables():
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     return build_tables(load_model_cfg())
 
 
@@ -199,7 +199,7 @@ def ml_cfg():
 @pytest.fixture(scope="session")
 def ml_model(ml_cfg):
     from kernels.model import build_model
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     return build_model(build_tables(ml_cfg))
 
 

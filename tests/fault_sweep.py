@@ -25,7 +25,7 @@ def kill_after(n, sig):
 
 
 def main():
-    from sweep.runtime import xla_flags_from_env
+    from sweep.core.runtime import xla_flags_from_env
     xla_flags_from_env()                   # before JAX is imported (the engine's modules import it)
     n = os.environ.get("AXLE_TEST_KILL_AFTER_CHUNKS")
     if n:

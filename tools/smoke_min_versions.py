@@ -1,7 +1,7 @@
 """Smoke test of the installed dependency versions (tools/check_min_versions.sh):
 the zarr / xarray / dask API the project uses, through the project's own code.
 
-1. a result store: ``sweep.store.create_store`` (zarr format 2 groups, arrays,
+1. a result store: ``sweep.results.store.create_store`` (zarr format 2 groups, arrays,
    string coordinates, consolidated metadata), a chunk written and flagged,
    read back lazily with ``xarray.open_zarr`` (dask) and verified;
 2. a dataset written as the tuning history is (``to_zarr(zarr_format=2)``);
@@ -22,7 +22,7 @@ sys.path.insert(0, ROOT)
 
 
 def store_roundtrip(tmp):
-    from sweep import store
+    from sweep.results import store
     n, T, C = 6, 5, 4
     spec = {
         "__coords__": {"variant": (np.arange(n), {}), "time": (np.linspace(0, 1, T), {"units": "s"}),

@@ -3,7 +3,7 @@
 The same axle (bodies, masses, inertias, marker frames, bushings, P2P
 elements, gravity and wheel-centre loads) is generated in Exudyn **from the
 kernels' model pytree** (:class:`kernels.model.Model`, built from the tables
-of :func:`sweep.model_builder.build_tables`), so that the two models cannot
+of :func:`sweep.axle.builder.build_tables`), so that the two models cannot
 drift apart. Exudyn then solves the static equilibrium, integrates the load
 case with its own implicit integrator (generalized-alpha) and computes the
 eigenvalues of its own linearisation. This module builds and runs the

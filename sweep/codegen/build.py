@@ -115,9 +115,9 @@ def compiler():
 
 
 def cache_dir(cfg=None):
-    """``generated/`` beside the JAX compilation cache (:func:`sweep.runtime.cache_dir`);
+    """``generated/`` beside the JAX compilation cache (:func:`sweep.core.runtime.cache_dir`);
     with the cache off, a folder of this process that is removed at exit."""
-    from sweep.runtime import cache_dir as jax_cache
+    from sweep.core.runtime import cache_dir as jax_cache
     base = jax_cache(cfg)
     if base is None:
         global _TMP
@@ -257,7 +257,7 @@ def _compile_parts(cc, cflags, source, tmp):
     """Compile the source's translation units (:data:`sweep.codegen.csource.SPLIT`:
     the prelude, then the parts) in parallel, one compiler process per core."""
     from sweep.codegen.csource import SPLIT
-    from sweep.runtime import usable_cores
+    from sweep.core.runtime import usable_cores
     prelude, *parts = source.split(SPLIT)
     parts = [p for p in parts if p.strip()] or [""]
     # the entry function is the last part; every part sees the prelude (types, helpers, prototypes)
@@ -330,7 +330,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
     :func:`sweep.codegen.emit.trace`'s result when the caller has it.
 
     ``prekey``: a key of everything ``fn`` closes over and of the source of
-    the packages (:func:`sweep.tracecache.fingerprint`), known without
+    the packages (:func:`sweep.core.tracecache.fingerprint`), known without
     tracing. The first build records which jaxpr it gave (``<prekey>.key``);
     a rerun with the same prekey loads that entry without tracing
     (``info['trace_skipped']``). A prekey that is unsure (an opaque closure)

@@ -72,7 +72,7 @@ def choose(backend, jittable, platform=None, variant_steps=None, built=None):
         try:
             return find_compiler()
         except BuildError as err:       # $CC names no compiler: the user's setting, an error
-            from sweep.schema import ConfigError
+            from sweep.core.config import ConfigError
             raise ConfigError(str(err)) from None
     backend = backend or "auto"
     if not jittable:
@@ -84,7 +84,7 @@ def choose(backend, jittable, platform=None, variant_steps=None, built=None):
     pinned = os.environ.get(AUTO_ENV, "").strip()
     if pinned:
         if pinned not in ("xla", "generated"):
-            from sweep.schema import ConfigError
+            from sweep.core.config import ConfigError
             raise ConfigError(f"environment variable {AUTO_ENV} = {pinned!r} must be xla or generated")
         return pinned, "pinned"
     platform = platform or jax.default_backend()
@@ -178,7 +178,7 @@ class GeneratedRunner:
                                     shared=True)
 
     def lower(self, thetas, key=None):
-        """``key``: the job's trace-cache key (:func:`sweep.tracecache.fingerprint`
+        """``key``: the job's trace-cache key (:func:`sweep.core.tracecache.fingerprint`
         of everything the runner closes over). With it a rerun skips tracing:
         the equilibrium stage comes from the trace cache, the generated code
         from the generated-code cache without tracing the integration."""
@@ -262,7 +262,7 @@ class _Lowered:
         return vec
 
     def _compile_stages(self, sub):
-        from sweep import tracecache
+        from sweep.core import tracecache
         from sweep.codegen import build, emit
         r = self.runner
         dev0 = jax.devices()[0]
@@ -338,5 +338,5 @@ def equilibrium_devices(chunk):
 
 
 def default_threads():
-    from sweep.runtime import usable_cores
+    from sweep.core.runtime import usable_cores
     return int(os.environ.get("AXLE_GENERATED_THREADS", 0)) or usable_cores()

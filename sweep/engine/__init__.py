@@ -9,10 +9,10 @@ mapping over devices (:mod:`sweep.engine.mapping`) and clean stops
 """
 from __future__ import annotations
 
-from sweep import status as status_table
+from sweep.results import status as status_table
 from sweep.engine import layout, stream
 from sweep.engine.stops import RunContext
-from sweep.runtime import ensure_console_logging
+from sweep.core.runtime import ensure_console_logging
 
 
 def run(kind, cfg, cfg_yaml, progress=None, programs=None, before_compile=None, interactive=False):
@@ -30,7 +30,7 @@ def run(kind, cfg, cfg_yaml, progress=None, programs=None, before_compile=None, 
     with RunContext(interactive=interactive) as ctx:
         plan = kind.plan(cfg)
         spec = layout.store_spec(plan)
-        from sweep.cube import CF_CONVENTIONS      # every kind's cube, a plug-in kind's too
+        from sweep.results.cube import CF_CONVENTIONS      # every kind's cube, a plug-in kind's too
         attrs = {"Conventions": CF_CONVENTIONS, **kind.attrs(plan, cfg_yaml), "cube_kind": kind.cube_kind or kind.name}
         identity = layout.job_identity(cfg, drop=kind.drop, unused=kind.unused)
         path, store, _, todo, plan = stream.open_store(ctx, cfg, plan, spec, attrs, identity)

@@ -2,9 +2,9 @@
 
 A job kind declares its outputs as a table of :class:`Channel` entries; this
 module turns a plan (:class:`sweep.kinds.Plan`) and that table into the
-store specification :func:`sweep.store.create_store` builds: coordinates,
+store specification :func:`sweep.results.store.create_store` builds: coordinates,
 one variable per channel, one per swept parameter, ``status`` (the whole
-table of :mod:`sweep.status`) and the Newton iterations. It also defines
+table of :mod:`sweep.results.status`) and the Newton iterations. It also defines
 what of a config is a job's identity (:func:`job_identity`): the resolved
 config without the keys that do not change results.
 """
@@ -17,7 +17,7 @@ import jax
 import numpy as np
 from omegaconf import OmegaConf
 
-from sweep import status as status_table
+from sweep.results import status as status_table
 
 # sweep keys that never change a job's results: shards and bookkeeping
 VOLATILE = ("shard", "num_shards", "progress", "verify")
@@ -65,7 +65,7 @@ class Channel:
 # ``no_unit_values``), so ``ds.pint.quantify()`` leaves the variable a plain
 # array and quantifies the rest. The unit of each component is in the
 # variable's ``comment`` and, per component, in the coordinate
-# ``component_units``; ``sweep.cube.split_loads`` splits the loads by unit.
+# ``component_units``; ``sweep.results.cube.split_loads`` splits the loads by unit.
 MIXED_UNITS = "none"
 
 # Attributes of the coordinates the job kinds share (CF: every coordinate a
@@ -140,13 +140,13 @@ def coord_attrs(name, attrs):
 
 
 def store_spec(plan):
-    """The store layout of a plan (:func:`sweep.store.create_store`).
+    """The store layout of a plan (:func:`sweep.results.store.create_store`).
 
     From the plan: ``coords`` {name: (values, attrs[, dims])}, the
     :class:`Channel` table ``channels`` with ``shapes`` {name: trailing
     shape}, the leading dimensions ``lead`` after ``variant`` as ((name,
     length, zarr chunk length), ...), e.g. (("time", T, tc),). Adds one
-    variable per swept parameter, ``status`` (:mod:`sweep.status`) and
+    variable per swept parameter, ``status`` (:mod:`sweep.results.status`) and
     ``equilibrium_iterations``; the swept parameters are CF ``coordinates``
     of every result variable. zarr chunks: the compute chunk along
     ``variant`` (a chunk is written whole, shards never share a file); a
@@ -170,7 +170,7 @@ def store_spec(plan):
     spec["status"] = (("variant",), (n,), "i1", (C,), -1, status_table.attrs())
     spec["equilibrium_iterations"] = (("variant",), (n,), "i4", (C,), -1,
                                       {"long_name": plan.iterations_long_name, "units": "1"})
-    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.store
+    # chunk_done (dim chunk, a coordinate) and the chunk checksums are added by sweep.results.store
     if pset.params:  # the varied parameters are coordinates along variant (CF attribute)
         for ch in plan.channels:
             spec[ch.name][5]["coordinates"] = " ".join(pset.names)

@@ -2,7 +2,7 @@
 
 * :func:`chunking`: the chunk size from a memory budget or the config,
   padded to a multiple of the device count; :func:`job_devices`: on a CPU
-  by default every core (at most two, :mod:`sweep.runtime`), but one for a
+  by default every core (at most two, :mod:`sweep.core.runtime`), but one for a
   chunk too small to profit;
 * :func:`map_variants`: ``vmap``, ``lax.map`` micro-batches, ``shard_map``
   over several devices; :class:`StagedRunner`: a first stage on one device,
@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sweep.runtime import DEVICES_ENV, LOG, cpu_devices_are_default
-from sweep.schema import ConfigError
+from sweep.core.runtime import DEVICES_ENV, LOG, cpu_devices_are_default
+from sweep.core.config import ConfigError
 
 # Largest auto chunk per device. On a CPU the throughput peaks near 256
 # variants per computation (BENCHMARKS.md, "The suite": batch throughput); accelerators keep
@@ -29,7 +29,7 @@ from sweep.schema import ConfigError
 MAX_AUTO_CHUNK_CPU = 256
 MAX_AUTO_CHUNK_ACCELERATOR = 1024
 
-# A default job (CPU device count chosen by sweep.runtime, not by the user)
+# A default job (CPU device count chosen by sweep.core.runtime, not by the user)
 # splits a chunk over its CPU devices only when every device gets at least
 # this many variants; below it the second device does not pay for a second
 # compilation and a re-trace (BENCHMARKS.md, "Two CPU devices").

@@ -2,7 +2,7 @@
 runner once, stream each finished chunk into the store.
 
 A crash loses nothing written (each chunk is written whole, checksummed and
-flagged by :mod:`sweep.store`); a rerun verifies the finished chunks and runs
+flagged by :mod:`sweep.results.store`); a rerun verifies the finished chunks and runs
 the rest. A variant whose equilibrium fails or whose state goes non-finite
 gets a status code and NaN values; the others in its chunk are unaffected
 (no coupling between variants).
@@ -17,9 +17,9 @@ import time
 import jax
 import numpy as np
 
-from sweep import store as cube_store
+from sweep.results import store as cube_store
 from sweep.engine import mapping, values
-from sweep.schema import ConfigError
+from sweep.core.config import ConfigError
 
 log = logging.getLogger("sweep")
 
@@ -93,7 +93,7 @@ def open_store(ctx, cfg, plan, spec, attrs, identity):
 class Programs:
     """Compiled chunk runners kept in memory between the jobs of one process
     (:class:`sweep.workbench.Workbench`): a job whose runner has the same
-    structural key (:func:`sweep.tracecache.fingerprint`: values are run-time
+    structural key (:func:`sweep.core.tracecache.fingerprint`: values are run-time
     inputs, so a changed load, rate, mass or hardpoint has the same key), the
     same devices and chunk shape runs the program compiled for an earlier one
     - no trace, no load from the cache, no compile. A runner without a key
@@ -159,13 +159,13 @@ def compile_runner(ctx, runner, n_dev, programs=None):
     """Compile a chunk runner (:class:`sweep.kinds.base.Runner`) once for the
     padded chunk shape (logging "compiling <what> ..." first; a SIGINT /
     SIGTERM meanwhile stops the job). Its ``key`` (from
-    :func:`sweep.tracecache.fingerprint`) lets a rerun skip tracing (one
-    device; :mod:`sweep.tracecache`); its ``device``: run on this one device
+    :func:`sweep.core.tracecache.fingerprint`) lets a rerun skip tracing (one
+    device; :mod:`sweep.core.tracecache`); its ``device``: run on this one device
     (e.g. the host CPU for a stage XLA implements only there). Returns
     (``run_chunk(thetas, m)`` for :func:`stream_chunks`, compile seconds).
     ``programs``: a :class:`Programs` memory of earlier jobs' compiled
     runners in this process (None: compile, or load from the caches)."""
-    from sweep import tracecache
+    from sweep.core import tracecache
     device = runner.device
     place = (lambda t: jax.device_put(t if isinstance(t, tuple) else np.asarray(t), device)) \
         if device is not None else (lambda t: mapping.place(t, n_dev))
@@ -229,7 +229,7 @@ def stream_chunks(ctx, plan, store, todo, run_chunk, names, progress, summary):
     computing time, BENCHMARKS.md "Generated backend"); a stop signal
     during that write still finishes it first (:meth:`RunContext.exit`).
     A tqdm bar shows variants done, variants/s and ETA. A write error (disk
-    full, ...) ends the job with one line (:class:`sweep.store.StoreError`);
+    full, ...) ends the job with one line (:class:`sweep.results.store.StoreError`);
     the chunk being written is not flagged, the store stays consistent.
     Updates and returns ``summary`` (variants_run, run_s; the split
     compute_s, write_s, write_wait_s)."""

@@ -11,7 +11,7 @@ float64 vector, passed at run time; what stays in the program is the
 curve table sizes, the number of load pieces), the integer leaves (index
 tables, discrete states), the model's topology (:meth:`kernels.model.Topology.structure`)
 and the table sections read while tracing. :meth:`Lifted.structure` is what
-enters the trace-cache key (:func:`sweep.tracecache.fingerprint`) instead
+enters the trace-cache key (:func:`sweep.core.tracecache.fingerprint`) instead
 of the values, so a rerun with changed numbers finds the traced and
 compiled program of the last run.
 
@@ -135,7 +135,7 @@ def rows(thetas, vector, pair=False):
 
 class PerVariant:
     """Each variant's own values: for a design that moves hardpoints, the
-    model is rebuilt per variant on the host (:func:`sweep.model_builder.build_tables`
+    model is rebuilt per variant on the host (:func:`sweep.axle.builder.build_tables`
     with the variant's offsets, ~30 ms for a full axle) and its values
     lifted like the nominal model's (``tree_of(model)``: the tree the
     runner lifts, e.g. (model, excitation)). Every variant's tree must have
@@ -146,19 +146,19 @@ class PerVariant:
     GIL), so the builds leave the job's critical path."""
 
     def __init__(self, model_cfg, pset, tree_of, template: Lifted):
-        from sweep.model_builder import _plain
+        from sweep.axle.builder import _plain
         self.cfg = _plain(model_cfg)
         self.pset, self.tree_of, self.template = pset, tree_of, template
         if pset.realign:
-            from sweep.alignment import check_realign
+            from sweep.axle.alignment import check_realign
             check_realign(self.cfg)
         self._memo = {}
         self._pending = None
         self._pool = None
 
     def row(self, theta):
-        from sweep.alignment import variant_config
-        from sweep.model_builder import model_from_config
+        from sweep.axle.alignment import variant_config
+        from sweep.axle.builder import model_from_config
         offsets = self.pset.hardpoint_offsets(theta)
         key = tuple((n, s, tuple(d)) for n, s, d in offsets)
         if key not in self._memo:
@@ -177,7 +177,7 @@ class PerVariant:
                     and all(_same(a, b) for a, b in zip(lift.consts, t.consts)))
             if not same:
                 names = ", ".join(p.name for _, p in self.pset.hardpoints)
-                from sweep.schema import ConfigError
+                from sweep.core.config import ConfigError
                 raise ConfigError(f"sweep.parameters ({names}): the moved hardpoints change the model's "
                                   "structure (an index table or discrete state), not only its values")
             if len(self._memo) > 8192:
@@ -226,7 +226,7 @@ def differentiable_values(per_variant: PerVariant, n_params: int):
     K&C, the time response) is differentiated exactly by JAX, so a gradient
     with respect to hardpoint offsets and element rates comes in one pass;
     the non-hardpoint columns' entries of dV/dtheta are 0 (those parameters
-    act on the model through :meth:`sweep.params.ParameterSet.apply`).
+    act on the model through :meth:`sweep.axle.params.ParameterSet.apply`).
     jit-, vmap- (sequential callbacks) and grad-safe; not exportable (a host
     callback), so a program using it is never trace-cached."""
     import jax.numpy as jnp

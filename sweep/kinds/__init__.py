@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 
 from sweep.kinds.base import JobKind, Plan, Runner  # noqa: F401  (the protocol, re-exported)
-from sweep.schema import ConfigError
+from sweep.core.config import ConfigError
 
 DEFAULT = "time_response"
 _REGISTRY: dict = {}

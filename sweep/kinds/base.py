@@ -7,8 +7,8 @@ kind: open / verify / resume the store, compile once, map chunks over the
 devices, stream, stop cleanly. A kind declares
 
 * ``name`` (the load case's ``kind``), the status codes that can occur in it
-  (of the one table, :mod:`sweep.status`), its load-case keys and their
-  types (``loadcase``, a :class:`sweep.schema.Map`), the config it does not use
+  (of the one table, :mod:`sweep.results.status`), its load-case keys and their
+  types (``loadcase``, a :class:`sweep.core.config.Map`), the config it does not use
   (``drop``: sections, ``unused``: ``sweep`` keys; not part of its cubes' identity);
 * ``check(job)``: semantic checks of the plain config before anything is built;
 * ``plan(cfg) -> Plan``: the model, the design, the chunking and the cube
@@ -29,7 +29,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from sweep.schema import Map
+from sweep.core.config import Map
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +99,7 @@ class JobKind:
 
     def check(self, job: dict) -> None:
         """Semantic checks of the plain job config (after the type checks of
-        :mod:`sweep.schema`), before a model is built."""
+        :mod:`sweep.core.config`), before a model is built."""
 
     def prepare(self, cfg):
         """The job config as this kind runs it (after the checks, before the
@@ -133,19 +133,19 @@ class JobKind:
 
     def diagnose(self, ds, cfg, log) -> None:
         """Say why the first variant whose static equilibrium failed failed,
-        when the model can tell (:mod:`sweep.diagnose`): the directions of
+        when the model can tell (:mod:`sweep.axle.diagnose`): the directions of
         that variant's axle that no element restrains (bodies and motions),
         else the body and direction of the largest residual of its design
         position (wheel centres held at design height). Logged as warnings;
         a diagnosis that itself fails is logged and never ends the job."""
-        from sweep import status
+        from sweep.results import status
         failed = np.nonzero(ds.status.values == status.EQUILIBRIUM_FAILED)[0]
         if not len(failed):
             return
         v = int(failed[0])
         try:
             model = variant_model(ds, cfg, v)
-            from sweep import diagnose
+            from sweep.axle import diagnose
             found = diagnose.unrestrained(model)
             head = (f"variant {v}: the static equilibrium did not converge "
                     f"({len(failed)} of {ds.sizes['variant']} variant(s) alike)")
@@ -173,7 +173,7 @@ def explain_implausible(kind, ds, cfg, log) -> None:
     lies from the design (its static state recomputed: :meth:`JobKind.static_state`),
     with the limits of the job's ``checks``; never ends the job."""
     import math
-    from sweep import status
+    from sweep.results import status
     bad = np.nonzero(ds.status.values == status.IMPLAUSIBLE)[0]
     if not len(bad):
         return
@@ -206,7 +206,7 @@ def rig_from_load_case(cfg, log):
     ``model.sprung_body`` from ``loadcase.sprung_body``, each unless the
     model file sets it (the road load cases' :meth:`JobKind.prepare`)."""
     from omegaconf import OmegaConf, open_dict
-    from sweep.model_builder import sprung_mass, tyre_values
+    from sweep.axle.builder import sprung_mass, tyre_values
     lc = OmegaConf.to_container(cfg.loadcase, resolve=True)
     if lc.get("tyre") is not None:
         tyre_values(lc["tyre"], "loadcase.tyre")
@@ -241,18 +241,18 @@ def variant_model(ds, cfg, v):
     variant's parameter values (``ds[<parameter>]``) - hardpoints moved in
     the build (and the alignment solved again where a hardpoint parameter
     says ``alignment: realign``; the file's where that fails), the rest
-    applied (:meth:`sweep.params.ParameterSet.apply`)."""
+    applied (:meth:`sweep.axle.params.ParameterSet.apply`)."""
     from omegaconf import OmegaConf
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     nominal = model_from_config(cfg.model)
     spec = OmegaConf.to_container(cfg.sweep, resolve=True).get("parameters") or {}
     pset = build_parameters(spec, nominal)
     theta = np.array([float(ds[p.name].values[v]) for p in pset.params])
     model = nominal
     if pset.hardpoints:
-        from sweep.alignment import variant_config
-        from sweep.model_builder import _plain
+        from sweep.axle.alignment import variant_config
+        from sweep.axle.builder import _plain
         mcfg, offsets, _ = variant_config(_plain(cfg.model), pset, theta)
         model = model_from_config(mcfg if mcfg is not None else cfg.model, hardpoint_offsets=offsets or ())
     return pset.apply(model, theta)

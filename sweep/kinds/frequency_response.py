@@ -20,7 +20,7 @@ its second body). A P2P element's force acts along its line at its marker
 
 Cube: dims ``variant``, ``frequency`` [Hz], ``input``, ``side``, ``axis``,
 ``mount``, ``component``; complex transfer functions as real and imaginary
-parts (``*_real``, ``*_imag``; magnitude and phase: ``sweep.cube.complex_of``),
+parts (``*_real``, ``*_imag``; magnitude and phase: ``sweep.results.cube.complex_of``),
 ``status``, ``equilibrium_iterations``, one variable per swept parameter;
 a Bode figure of the left wheel's vertical receptance and the largest mount
 force beside the cube. Everything around it (chunks, store, resume, stops)
@@ -38,16 +38,18 @@ from omegaconf import OmegaConf
 
 from kernels import frf, kc, statics
 from kernels.names import AXES, COMPONENTS, SIDES, TYRE_BUSHINGS
-from sweep import cube, cube_schema, status
-from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
-from sweep.design import make_design
+from sweep.results import cube
+from sweep.results import schema as cube_schema
+from sweep.results import status
+from sweep.results.cube import CF_CONVENTIONS, flexible_note, provenance
+from sweep.study.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
 from sweep.kinds.base import JobKind, Plan, Runner, static_limits, rig_from_load_case
-from sweep.loadcase import _loads
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters
-from sweep.schema import ConfigError, Float, Int, Map, Str
+from sweep.study.loadcase import _loads
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters
+from sweep.core.config import ConfigError, Float, Int, Map, Str
 
 log = logging.getLogger("sweep")
 
@@ -342,7 +344,7 @@ def report(ds, cfg, s):
                      f"{float(ds.frequency[k]):.3g} Hz (static {mag[0] * 1e6:.4g} mm/kN)")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
     cube_schema.warn(ds, KIND.cube_channels(ds))
-    from sweep.plots import bode_figure, draw_beside
+    from sweep.results.plots import bode_figure, draw_beside
     draw_beside(ds, s, bode_figure, "Bode figure", log)
 
 
@@ -375,7 +377,7 @@ class FrequencyResponse(JobKind):
                 f"{len(lc['frequency'])} complex solves of {topo.n_dof} coordinates, {plan.chunk} variant(s) "
                 f"per chunk on " + (mapping.devices_note(n_dev) if n_dev > 1 else "one device"))
         from sweep.engine.values import example as values_example, run_values
-        from sweep.tracecache import fingerprint
+        from sweep.core.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
         fn = chunk_runner(plan.model, plan.pset, lc, n_dev, lifted=True, shared=shared)
@@ -400,7 +402,7 @@ class FrequencyResponse(JobKind):
                                  f"left {u[0].tolist()}, right {u[1].tolist()} N, N m",
                 "transfer_functions": "complex amplitudes of the steady-state response to a unit harmonic "
                                       "input force F e^(i 2 pi f t): *_real and *_imag parts; "
-                                      "sweep.cube.complex_of(ds, name) joins them",
+                                      "sweep.results.cube.complex_of(ds, name) joins them",
                 "parameters": list(plan.pset.names), "chunk_size": int(plan.chunk), **provenance()}
 
     def report(self, ds, cfg, s):

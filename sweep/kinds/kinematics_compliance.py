@@ -6,7 +6,7 @@ position (wheel centres at design height), all K&C metrics there (exact
 derivatives), and the nonlinear curve of the load case's analysis (wheel
 travel, or a force / torque in steps). Variants run in vmapped chunks
 through the one job pipeline (:func:`sweep.engine.run`; store
-:mod:`sweep.store`): created atomically before any compute, each finished
+:mod:`sweep.results.store`): created atomically before any compute, each finished
 chunk checksummed and flagged, reruns verify and skip finished chunks
 (damaged ones are recomputed), shards share a store, a lock file keeps a
 second process off it, SIGINT / SIGTERM stop cleanly.
@@ -43,15 +43,16 @@ from omegaconf import OmegaConf
 
 from kernels import kc
 from kernels.names import AXES, COMPONENT_UNITS, DIRECTIONS
-from sweep import cube_schema, status
-from sweep.cube import CF_CONVENTIONS, LOAD_UNITS_COMMENT, flexible_note, provenance
-from sweep.design import make_design
+from sweep.results import schema as cube_schema
+from sweep.results import status
+from sweep.results.cube import CF_CONVENTIONS, LOAD_UNITS_COMMENT, flexible_note, provenance
+from sweep.study.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
 from sweep.kinds.base import JobKind, Plan, Runner, static_limits
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters
-from sweep.schema import ConfigError, Float, Int, List, Map, Str
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters
+from sweep.core.config import ConfigError, Float, Int, List, Map, Str
 
 log = logging.getLogger("sweep")
 
@@ -323,7 +324,7 @@ def report(ds, cfg, s):
             log.info(f"  {name:34s} {float(ds[name].values[v]):11.4g}  (axle)  {units}")
     log.info(f"result cube: {os.path.abspath(s['path'])}")
     cube_schema.warn(ds, KIND.channels)
-    from sweep.plots import draw_beside, kc_sheet
+    from sweep.results.plots import draw_beside, kc_sheet
     draw_beside(ds, s, kc_sheet, "K&C sheet", log)
 
 
@@ -353,7 +354,7 @@ class KinematicsAndCompliance(JobKind):
                 f"design position + {lc['analysis']} ({len(lc['amplitudes'])} steps), "
                 f"{plan.chunk} variant(s) per chunk on {plan.n_dev} device(s)")
         from sweep.engine.values import example as values_example, run_values
-        from sweep.tracecache import fingerprint
+        from sweep.core.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, lc))
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
         fn = make_kc_runner(plan.model, plan.pset, lc, lc["lock_index"], plan.n_dev, lifted=True, shared=shared)

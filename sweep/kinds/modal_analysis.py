@@ -37,15 +37,16 @@ from omegaconf import OmegaConf
 
 from kernels import kc
 from kernels import modes as kmodes
-from sweep import cube_schema, status
-from sweep.cube import CF_CONVENTIONS, flexible_note, provenance
-from sweep.design import make_design
+from sweep.results import schema as cube_schema
+from sweep.results import status
+from sweep.results.cube import CF_CONVENTIONS, flexible_note, provenance
+from sweep.study.design import make_design
 from sweep.engine import layout, log_run, mapping
 from sweep.engine.layout import Channel
 from sweep.kinds.base import JobKind, Plan, Runner, static_limits
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters
-from sweep.schema import ConfigError, Int, Map, Str
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters
+from sweep.core.config import ConfigError, Int, Map, Str
 
 log = logging.getLogger("sweep")
 
@@ -238,7 +239,7 @@ class Modes(JobKind):
                 f"{plan.chunk} variant(s) per chunk on "
                 + (mapping.devices_note(n_dev) if n_dev > 1 else "the CPU"))
         from sweep.engine.values import run_values
-        from sweep.tracecache import fingerprint
+        from sweep.core.tracecache import fingerprint
         vals, structure, size = run_values(plan, lambda m: m)   # keyed on structure: values are the rows' tail
         key = fingerprint(NAME, plan.chunk, structure, lc, "sequential-v2")
         return Runner(fn, np.zeros((plan.chunk, len(plan.pset) + size)), what, key=key,

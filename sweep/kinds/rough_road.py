@@ -45,8 +45,8 @@ from kernels import loads, road, statics
 from sweep.kinds import time_response
 from sweep.kinds.base import rig_from_load_case
 from sweep.kinds.time_response import TimeResponse
-from sweep.model_builder import TYRE, tyre_values
-from sweep.schema import LOADS, Float, Int, Map, Optional as Opt, Str, fail, fmt
+from sweep.axle.builder import TYRE, tyre_values
+from sweep.core.config import LOADS, Float, Int, Map, Optional as Opt, Str, fail, fmt
 
 log = logging.getLogger("sweep")
 
@@ -96,7 +96,7 @@ class RoughRoad(TimeResponse):
         """The time-response checks, then the road's: a known class, f_min <
         f_max below the output's Nyquist frequency, the analysed time
         (after ``settle``) at least two PSD windows long, coherence in [0, 1]
-        (the tyres are no sweep target: :mod:`sweep.params`)."""
+        (the tyres are no sweep target: :mod:`sweep.axle.params`)."""
         super().check(job)
         lc = job.get("loadcase") or {}
         gd0, rd = road_of(lc)
@@ -203,7 +203,7 @@ def statistics(ds, cfg, s):
     on a rerun), the log lines and the figure."""
     import xarray as xr
     from scipy import signal
-    from sweep import status
+    from sweep.results import status
     if not bool(np.all(ds.chunk_done.values)):      # another shard still writes: the last one computes them
         log.info("road statistics: the cube is not complete yet (another shard's chunks); they are added "
                  "by the run that completes it")
@@ -320,7 +320,7 @@ def statistics(ds, cfg, s):
     if n_lift:
         log.info(f"{n_lift} variant(s) lift a wheel off the road (the tyre law would pull: a state event, "
                  "no road force until it lands): tyre_lift_off")
-    from sweep.plots import draw_beside, road_spectra
+    from sweep.results.plots import draw_beside, road_spectra
     draw_beside(ds, s, lambda _ds, png: road_spectra(xr.open_zarr(s["path"], chunks=None), png),
                 "road spectra plot", log)
 

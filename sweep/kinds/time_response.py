@@ -8,7 +8,7 @@ integrate the load case - the time-response driver of the kernels
 (:func:`kernels.response.driver`, the one that tuning, the tests and the
 benchmarks call too, with the plan's :class:`Case` as its problem and
 options) - and return the channels of :data:`CHANNELS`, a status code
-(:mod:`sweep.status`) and the Newton iterations. The method is a value (:data:`kernels.methods.METHODS`): the
+(:mod:`sweep.results.status`) and the Newton iterations. The method is a value (:data:`kernels.methods.METHODS`): the
 fixed-step linear-implicit methods are traced and mapped over the chunk, a
 method that runs on the host (the Radau reference) one variant after another
 (:class:`sweep.engine.mapping.HostRunner`); nothing here depends on which.
@@ -36,16 +36,18 @@ from omegaconf import OmegaConf
 from kernels import kc, response
 from kernels.methods import METHODS, REFERENCE, TOLERANCES, with_tolerances
 from kernels.names import AXES, COMPONENT_UNITS, COMPONENTS, SIDES
-from sweep import cube, cube_schema, status
-from sweep.cube import CF_CONVENTIONS, NMSE_DEFINITION, flexible_note, provenance
-from sweep.design import make_design
+from sweep.results import cube
+from sweep.results import schema as cube_schema
+from sweep.results import status
+from sweep.results.cube import CF_CONVENTIONS, NMSE_DEFINITION, flexible_note, provenance
+from sweep.study.design import make_design
 from sweep.engine import log_split, layout, mapping
 from sweep.engine.layout import Channel
 from sweep.kinds.base import JobKind, Plan, Runner, static_limits
-from sweep.loadcase import build_excitation, sample_grid
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters
-from sweep.schema import LOADS, ConfigError, Float, List, Map, Optional as Opt, Str, fail, fmt
+from sweep.study.loadcase import build_excitation, sample_grid
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters
+from sweep.core.config import LOADS, ConfigError, Float, List, Map, Optional as Opt, Str, fail, fmt
 
 log = logging.getLogger("sweep")
 
@@ -64,7 +66,7 @@ CHANNELS = [
     # one variable for the public schema (component = fx..mz) in two units: its
     # units are layout.MIXED_UNITS ("none": pint-xarray leaves it unquantified),
     # the unit of each component the coordinate component_units, and
-    # sweep.cube.split_loads gives bushing_force [N] and bushing_moment [N m]
+    # sweep.results.cube.split_loads gives bushing_force [N] and bushing_moment [N m]
     Channel("bushing_force", ("bushing", "component"), layout.MIXED_UNITS,
             "force and torque of the bushing on its first body, vehicle frame", response.bushing_force,
             comment=cube.LOAD_UNITS_COMMENT),
@@ -81,7 +83,7 @@ def make_channels(bushing_idx=None, channels=None):
 
 def channel_key(channels=None):
     """What of the channel table enters the trace-cache key (names, dims,
-    units, functions; :func:`sweep.tracecache.fingerprint`)."""
+    units, functions; :func:`sweep.core.tracecache.fingerprint`)."""
     return tuple((c.name, c.dims, c.units, c.long_name, c.fn, c.dtype) for c in (channels or CHANNELS))
 
 
@@ -264,7 +266,7 @@ def _values_pattern(model=None, exc=None, vec=None):
 def channel_shapes(model, bushing_idx, channels=None):
     """{channel: shape at one sample} by :func:`jax.eval_shape` of the channel
     functions at the design pose (traces only the channel functions)."""
-    from sweep import tracecache
+    from sweep.core import tracecache
     r = jax.ShapeDtypeStruct((model.topology.n_bodies, 6), jnp.float64)
     fn = make_channels(bushing_idx, channels)
     chans = channels or CHANNELS
@@ -393,7 +395,7 @@ class TimeResponse(JobKind):
         exc, t0, t1 = build_excitation(lc)
         if sw.get("start") is not None:
             t0 = float(sw["start"])
-        # the integrator's values were checked with the config (sweep.schema.check_config:
+        # the integrator's values were checked with the config (sweep.core.config.check_config:
         # the schema and TimeResponse.check); here they are only read
         integ = OmegaConf.to_container(cfg.integrator, resolve=True)
         method, tolerance = method_from_config(integ)
@@ -469,7 +471,7 @@ class TimeResponse(JobKind):
                                   variant_steps=len(X) * (n_samples - 1) * every, built=built)
             # a short job on XLA: its generated code is built after the job, in
             # the background, for the next run of this structure (sweep.prebuild)
-            from sweep.runtime import cache_in_use
+            from sweep.core.runtime import cache_in_use
             return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_in_use() else "")
         return make_plan(backend)
 
@@ -485,7 +487,7 @@ class TimeResponse(JobKind):
         (not a hardpoint design) and whether a chunk is the pair (thetas,
         values)."""
         from sweep.engine.values import run_values
-        from sweep.tracecache import fingerprint
+        from sweep.core.tracecache import fingerprint
         c = plan.case
         vals, structure, size = run_values(plan, lambda m: run_inputs(m, c.exc))
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
@@ -598,7 +600,7 @@ def report(ds, cfg, s, step_overview=True):
     _nmse_beside(ds, cfg, s["path"])
     cube_schema.warn(ds, KIND.channels)
     if step_overview:
-        from sweep.plots import draw_beside, overview
+        from sweep.results.plots import draw_beside, overview
         draw_beside(ds, s, overview, "overview plot", log)
 
 

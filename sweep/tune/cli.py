@@ -11,7 +11,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from kernels.model import ModelError
-from sweep.schema import ConfigError
+from sweep.core.config import ConfigError
 from sweep.tune.optimiser import gradient_check, make_optimizer, optimise, start_points
 from sweep.tune.problem import TuneProblem, bounds_text, targets_from, violation
 
@@ -22,7 +22,7 @@ logger = logging.getLogger("sweep.tune")
 
 def history_dataset(problem, hist, cfg_yaml):
     import xarray as xr
-    from sweep.cube import provenance
+    from sweep.results.cube import provenance
     obj, cons = problem.objectives, problem.constraints
     n_obj = len(obj)
     J = hist["objective"][-1]
@@ -208,8 +208,8 @@ def run(cfg, cfg_yaml=None, progress=True, log=print):
 
 def main(cfg: DictConfig, progress=True) -> int:
     """Run a tuning config; 0, or 2 after a one-line error (nothing built or written)."""
-    from sweep.runtime import ensure_console_logging
-    from sweep.schema import ConfigError, check_tune_config
+    from sweep.core.runtime import ensure_console_logging
+    from sweep.core.config import ConfigError, check_tune_config
     ensure_console_logging()
     try:
         check_tune_config(cfg)

@@ -3,7 +3,7 @@ knows nothing of axles.
 
 A *problem* here is any object with
 
-* ``pset``: the parameters (:class:`sweep.params.ParameterSet`: names,
+* ``pset``: the parameters (:class:`sweep.axle.params.ParameterSet`: names,
   nominal values, bounds, ``from_unit``);
 * ``theta(z)`` / ``z_of(theta)``: parameter values from the unbounded
   variable z and back (``theta`` pure JAX);
@@ -23,7 +23,7 @@ A *problem* here is any object with
 * ``signature()``: text that identifies the compiled program (everything
   but the data);
 * ``trace_key()`` (optional): a key of everything the program closes over
-  (:func:`sweep.tracecache.fingerprint`), or None: with a key, the traced
+  (:func:`sweep.core.tracecache.fingerprint`), or None: with a key, the traced
   step is kept in the trace cache beside the persistent compilation cache,
   so that a second run of the same problem (another round of targets or
   bounds, the tuning notebook after the command line) skips tracing it -
@@ -44,8 +44,8 @@ import numpy as np
 import optax
 
 
-from sweep import tracecache
-from sweep.schema import ConfigError
+from sweep.core import tracecache
+from sweep.core.config import ConfigError
 
 log = logging.getLogger("sweep")
 OPTIMIZERS = ("adam", "lbfgs")
@@ -130,7 +130,7 @@ class _TraceCachedStep:
     """``vstep(z, state, *data)`` through the trace cache: the step as a
     function of flat arrays (the optimiser state's leaves in its place),
     exported and kept under ``key`` + the argument shapes
-    (:func:`sweep.tracecache.traced`); without a key, plain ``jax.jit``."""
+    (:func:`sweep.core.tracecache.traced`); without a key, plain ``jax.jit``."""
 
     def __init__(self, vstep, key):
         self.vstep, self.key, self.fns = vstep, key, {}

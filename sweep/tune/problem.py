@@ -30,9 +30,9 @@ from omegaconf import OmegaConf
 
 from kernels import kc, loads, metrics, response
 from kernels.model import ModelError
-from sweep.model_builder import model_from_config
-from sweep.params import build_parameters, check_keys
-from sweep.schema import ConfigError, Float, fmt
+from sweep.axle.builder import model_from_config
+from sweep.axle.params import build_parameters, check_keys
+from sweep.core.config import ConfigError, Float, fmt
 
 TIME_METRICS = {"peak_bushing_force": "kN", "settling_displacement": "mm"}
 OBJECTIVE_KEYS = {"metric", "side", "target", "weight", "scale"}
@@ -489,7 +489,7 @@ class TuneProblem:
         K&C settings, the time response's excitation and grid), for the
         trace cache of the optimisation step; not the data (:meth:`data`:
         targets, weights, bounds, multipliers are inputs)."""
-        from sweep.tracecache import fingerprint
+        from sweep.core.tracecache import fingerprint
         if self.geometry is not None:     # a host callback (the model build) is not exportable
             return None
         rows = [[o["metric"], o["side"], o["kind"], o["compliance"]] for o in self.rows]

@@ -28,7 +28,7 @@ def test_cli_writes_a_valid_cube_and_summary(cli_run):
     if "AXLE_CPU_DEVICES" not in os.environ and "device_count" not in os.environ.get("XLA_FLAGS", ""):
         # default CPU devices: the single variant is not split (nor padded) over them
         assert "1 variant(s) per chunk on 1 CPU device" in proc.stdout, proc.stdout
-    from sweep import cube_schema
+    from sweep.results import schema as cube_schema
     assert cube_schema.check(str(out)) == []
     if os.path.exists(CHECK_CUBE):       # the public checker, where ../shared is beside the clone
         check = subprocess.run([sys.executable, CHECK_CUBE, str(out)], capture_output=True, text=True)
@@ -97,7 +97,7 @@ def test_twist_beam_lhs_job_with_a_flexible_cross_member(tmp_path):
                f"output.path={out}")
     assert proc.returncode == 0, proc.stderr
     assert "5 bodies (and 12 modal coordinates of flexible bodies), 14 force elements, 42 DOF" in proc.stdout
-    from sweep import cube_schema
+    from sweep.results import schema as cube_schema
     assert cube_schema.check(str(out)) == []
     if os.path.exists(CHECK_CUBE):
         check = subprocess.run([sys.executable, CHECK_CUBE, str(out)], capture_output=True, text=True)

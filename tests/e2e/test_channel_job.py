@@ -26,5 +26,5 @@ def test_a_channel_added_to_the_table_is_in_the_cube_with_its_units(extra_channe
     np.testing.assert_allclose(h - h[0], dz, atol=1e-12)
     assert np.all(np.abs(h[0]) > 1e-2)                 # a height (toy axle: ~42 mm), not a displacement
     # the existing channels are untouched and the public schema still holds
-    from sweep import cube_schema
+    from sweep.results import schema as cube_schema
     assert cube_schema.check(str(path)) == []

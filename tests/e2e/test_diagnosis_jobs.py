@@ -21,7 +21,7 @@ def test_a_spring_that_cannot_hold_the_load_is_implausible_with_the_reason(tmp_p
     ds = xr.open_zarr(tmp_path / "soft.zarr")
     assert int(ds.status.values[0]) == 5 and np.isfinite(ds.toe.values).all()      # values kept
     assert "implausible_static_state" in ds.status.attrs["flag_meanings"]
-    # (wider limits from the job's checks section: tests/sweep/test_diagnose.py)
+    # (wider limits from the job's checks section: tests/sweep/axle/test_diagnose.py)
 
 
 def test_an_unrestrained_direction_is_named_when_the_equilibrium_fails(tmp_path):

@@ -138,7 +138,7 @@ def test_damaged_metadata_is_repaired_by_the_rerun_without_recompute(reference, 
     from the other by the rerun - nothing recomputed, nothing lost; the
     overview picture missing beside a complete store is drawn again."""
     import json
-    from sweep.plots import png_intact
+    from sweep.results.plots import png_intact
     path = tmp_path / "meta.zarr"
     shutil.copytree(reference, path)
     (path / ".zmetadata").write_text('{"metadata": {".zgroup": {"zarr_fo')     # cut mid-write
@@ -174,8 +174,8 @@ def test_cube_layout_units_and_chunking(reference):
     zarr chunk column, and the project's own schema check passes."""
     import zarr
 
-    from sweep import cube_schema
-    from sweep.cube import split_loads
+    from sweep.results import schema as cube_schema
+    from sweep.results.cube import split_loads
     ds = xr.open_zarr(reference)
     assert cube_schema.check(reference) == []
     assert "chunk_done" in ds.coords and "chunk_done" not in ds.data_vars
@@ -297,7 +297,7 @@ def test_second_process_on_the_same_store_is_refused(tmp_path, env):
 
 WRITE_ERROR = """
 import errno, sys
-from sweep import store
+from sweep.results import store
 original = store.CubeStore.write_chunk
 calls = []
 def failing(self, k, start, data):

@@ -32,9 +32,9 @@ def frf_cube(tmp_path_factory):
 
 def test_frf_cube_equals_the_kernel_per_variant(frf_cube):
     from kernels import frf, statics
-    from sweep.cube import complex_of
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.results.cube import complex_of
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     cfg, path, ds = frf_cube
     assert list(ds.status.values) == [0, 0, 0]
     assert ds.wheel_centre_receptance_real.dims == ("variant", "frequency", "input", "side", "axis")
@@ -73,7 +73,7 @@ def test_frf_cube_equals_the_kernel_per_variant(frf_cube):
 
 def test_a_bad_frf_load_case_is_one_line(tmp_path):
     from sweep.kinds import kind_of
-    from sweep.schema import ConfigError
+    from sweep.core.config import ConfigError
     for over, key in ((["loadcase.inputs=[left_fq]"], "loadcase.inputs"),
                       (["loadcase.frequencies.max=0.001"], "loadcase.frequencies.max"),
                       (["loadcase.mounts=[no_such_bushing]"], "loadcase.mounts")):

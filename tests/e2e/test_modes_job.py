@@ -29,8 +29,8 @@ def modes_cube(tmp_path_factory):
 
 def test_modes_cube_equals_an_independent_eigen_solve_per_variant(modes_cube):
     from kernels import kc
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     from omegaconf import OmegaConf
     cfg, ds = modes_cube
     assert ds.frequency.dims == ("variant", "mode") and ds.frequency.attrs["units"] == "Hz"

@@ -37,7 +37,7 @@ def test_rough_road_cube(road_cube):
     history's; the road's own PSD follows the ISO 8608 target; the DELs are
     finite and positive; both figures are written."""
     from kernels import road
-    from sweep import cube_schema
+    from sweep.results import schema as cube_schema
     cfg, path = road_cube
     ds = xr.open_zarr(path)
     assert list(cube_schema.problems(ds)) == []
@@ -89,7 +89,8 @@ def test_rerun_keeps_the_cube_and_its_statistics(road_cube, caplog):
     """A rerun with nothing to do rewrites the statistics and keeps the
     cube's attributes and coordinates (the public schema still holds, the
     store verifies)."""
-    from sweep import app, cube_schema
+    from sweep import app
+    from sweep.results import schema as cube_schema
     from sweep.verify import verify
     cfg, path = road_cube
     with caplog.at_level(logging.INFO, logger="sweep"):
@@ -147,8 +148,8 @@ def test_frf_road_input_static_end_equals_a_raised_road(tmp_path):
     from kernels import statics
     from kernels.dynamics import q_fn
     from sweep import app
-    from sweep.cube import complex_of
-    from sweep.model_builder import model_from_config
+    from sweep.results.cube import complex_of
+    from sweep.axle.builder import model_from_config
     path = tmp_path / "frf.zarr"
     cfg = cfg_of("model=toy_trailing_arm", "loadcase=frf", "loadcase.frequencies.n=4",
                  "loadcase.frequencies.min=0.01", "+loadcase.tyre={rate: 250000.0, damping: 100.0}",
@@ -199,8 +200,9 @@ def test_frf_sprung_body_static_end_is_a_rigid_lift(tmp_path, caplog):
     static states found by scipy with the road raised 1 mm. The body mode shows
     as a heave peak between 1 and 2 Hz; the log names it; the figure is
     written."""
-    from sweep import app, cube_schema
-    from sweep.cube import complex_of
+    from sweep import app
+    from sweep.results import schema as cube_schema
+    from sweep.results.cube import complex_of
     path = tmp_path / "frf.zarr"
     cfg = cfg_of("model=toy_trailing_arm", "loadcase=frf", "loadcase.frequencies.min=0.01",
                  "loadcase.frequencies.n=60", "+loadcase.tyre={rate: 250000.0, damping: 100.0}", SPRUNG,
@@ -228,7 +230,7 @@ def test_frf_sprung_body_static_end_is_a_rigid_lift(tmp_path, caplog):
     from scipy import optimize
     from kernels import statics
     from kernels.dynamics import q_fn
-    from sweep.model_builder import model_from_config
+    from sweep.axle.builder import model_from_config
     mcfg = OmegaConf.to_container(cfg.model, resolve=True)
     mcfg.update(tyres={"rate": 250000.0, "damping": 100.0}, sprung_body={"mass_per_wheel": 420.0})
     model = model_from_config(mcfg)
@@ -259,7 +261,8 @@ def test_rough_road_with_a_sprung_body(tmp_path, caplog):
     body; the guide is no mount), the contact force's mean the static wheel
     load (the body rests in the static state), the log says the body is
     sprung. (The held body's cube: test_rough_road_cube.)"""
-    from sweep import app, cube_schema
+    from sweep import app
+    from sweep.results import schema as cube_schema
     path = tmp_path / "sprung.zarr"
     cfg = cfg_of(*ROAD, "loadcase.sprung_body={mass_per_wheel: 420.0}", f"output.path={path}")
     with caplog.at_level(logging.INFO, logger="sweep"):

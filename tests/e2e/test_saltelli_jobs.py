@@ -50,9 +50,9 @@ def kc_saltelli(tmp_path_factory):
 def test_a_saltelli_kc_job_verifies_and_its_indices_single_out_the_parameters(kc_saltelli):
     from omegaconf import OmegaConf
 
-    from sweep.design import make_design
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.study.design import make_design
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     from sweep.sensitivity import sobol_indices
     check = subprocess.run([sys.executable, "-m", "sweep.verify", str(kc_saltelli)], cwd=ROOT,
                            capture_output=True, text=True, timeout=300)

@@ -42,7 +42,7 @@ def test_failing_variant_is_isolated_and_lanes_are_independent(failing_table):
     assert list(ds.status.values) == [0, 0, 1, 0]
     assert np.all(np.isnan(ds.bushing_force.values[2]))
     assert np.all(np.isfinite(ds.bushing_force.values[[0, 1, 3]]))
-    from sweep import cube_schema
+    from sweep.results import schema as cube_schema
     assert cube_schema.check(path) == []                  # the project's own schema check
     rev = d / "reversed.zarr"
     assert main(cfg_of(*over, f"sweep.table={d / 'reversed.csv'}", f"output.path={rev}"), progress=False) == 0
@@ -88,10 +88,10 @@ def _assert_same_cube(a, b, exact=True):
 
 def test_public_schema_check_passes(reference_12):
     """The published checker (../shared/tools/check_cube.py, outside this
-    repository) accepts the cube; sweep.cube_schema runs the same checks
+    repository) accepts the cube; sweep.results.schema runs the same checks
     where it is absent."""
     if not os.path.exists(CHECK_CUBE):
-        pytest.skip(f"{CHECK_CUBE} is not there (a clone without ../shared); sweep.cube_schema checks instead")
+        pytest.skip(f"{CHECK_CUBE} is not there (a clone without ../shared); sweep.results.schema checks instead")
     proc = subprocess.run([sys.executable, CHECK_CUBE, str(reference_12)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
 

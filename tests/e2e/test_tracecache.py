@@ -1,4 +1,4 @@
-"""Trace cache (sweep/tracecache.py): a rerun of the same job loads the traced
+"""Trace cache (sweep/core/tracecache.py): a rerun of the same job loads the traced
 chunk runner instead of tracing it, with bitwise-equal results (the key
 holds the structure, not the values: tests/sweep/engine/test_values.py)."""
 import os

@@ -24,7 +24,7 @@ import kernels  # noqa: F401  (float64)
 from tests.conftest import load_model_cfg
 from kernels import kc, metrics, statics
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 
 pytestmark = pytest.mark.slow
 

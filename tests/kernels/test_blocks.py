@@ -129,7 +129,7 @@ def test_block_and_dense_solve_agree_toy_axle(step_excitation):
     from kernels import loads
     from kernels.model import build_model
     from kernels.statics import equilibrium
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     from tests.conftest import load_model_cfg
     model = build_model(build_tables(load_model_cfg("toy_trailing_arm")))
     eq = equilibrium(model, loads.u_at(step_excitation, 4.9))
@@ -161,7 +161,7 @@ def test_static_newton_by_blocks_equals_dense_lu():
     iteration count, on the toy axle (every shipped axle: the slow tier's
     job tests, which start from these equilibria)."""
     from kernels import statics
-    from sweep.model_builder import load_model_file, model_from_config
+    from sweep.axle.builder import load_model_file, model_from_config
     u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
     from kernels.dynamics import linearise
     model = model_from_config(load_model_file("configs/model/toy_trailing_arm.yaml"))

@@ -29,7 +29,7 @@ from kernels.methods import METHODS
 from kernels.model import ModelError, build_model
 from kernels.rotations import euler_to_matrix, mm, mtm, mtv, mv, rotation_vector
 from kernels.system import model_system
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg, random_state
 
 NAME = "test_torsion_spring"          # unique: registered by this file only
@@ -198,7 +198,7 @@ CHANNELS = ("wheel_centre_displacement", "toe", "camber")
 
 
 def test_sweep_parameter_on_the_registered_group(tor_model):
-    from sweep.params import build_parameters
+    from sweep.axle.params import build_parameters
     spec = {"twist": {"target": f"{NAME}.stiffness", "elements": "*_left", "bounds": [0.1, 10.0]},
             "bush": {"target": "bushing.stiffness", "elements": "upper_arm_*", "directions": "radial",
                      "bounds": [0.5, 2.0]}}
@@ -211,7 +211,7 @@ def test_sweep_parameter_on_the_registered_group(tor_model):
     # differentiable with respect to the parameter
     g = jax.grad(lambda th: jnp.sum(pset.apply(tor_model, th).elements[NAME]["k"]))(jnp.array([1.0, 1.0]))
     np.testing.assert_allclose(g, [K_TORSION, 0.0])
-    from sweep.schema import ConfigError
+    from sweep.core.config import ConfigError
     with pytest.raises(ConfigError, match="matches no"):
         build_parameters({"t": {"target": f"{NAME}.stiffness", "elements": "nope", "bounds": [0.5, 2]}},
                          tor_model)

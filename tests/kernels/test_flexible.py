@@ -13,8 +13,8 @@ import scipy.linalg
 from kernels import loads
 from kernels.dynamics import linearise, q_fn
 from kernels.model import ModelError, build_model
-from sweep.flexible import BeamFrame, FlexibleBodyError, Section, assemble, reduce
-from sweep.flexible.tables import body_tables
+from sweep.axle.fe import BeamFrame, FlexibleBodyError, Section, assemble, reduce
+from sweep.axle.fe.tables import body_tables
 
 STEEL = dict(E=2.1e11, G=8.1e10, rho=7850.0)
 # an open-ish cross member: low torsion constant, as a twist beam's
@@ -179,7 +179,7 @@ def test_batched_interface_jacobians_equal_the_single_ones():
     equilibrium in a job failed while the same solve unbatched converged."""
     from kernels import flexible
     from kernels.dynamics import states_with_ground
-    from sweep.model_builder import model_from_config
+    from sweep.axle.builder import model_from_config
     from tests.jobs import cfg_of
     model = model_from_config(cfg_of("model=twist_beam").model)
     topo = model.topology

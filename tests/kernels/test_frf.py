@@ -108,7 +108,7 @@ def test_sprung_body_is_two_quarter_cars():
     quarter car's sprung mass; the right wheel does not answer. Through
     kernels.frf on the at-rest model (the road input: the wheel's fz times
     the tyre's dynamic rate, as the frf kind applies it)."""
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     from kernels.model import build_model
     model = build_model(build_tables(quarter_car_config(), source="test"))
     topo = model.topology

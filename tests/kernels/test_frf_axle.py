@@ -19,7 +19,7 @@ from kernels import frf, metrics, statics
 from kernels.dynamics import q_fn
 from kernels.model import build_model
 from kernels.rotations import coordinate_rates
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg
 
 pytestmark = pytest.mark.slow

@@ -249,7 +249,7 @@ def _kc_cfg(*over):
 @pytest.fixture(scope="module")
 def toy_direct():
     """Metrics of the nominal toy axle computed directly with the kernels."""
-    from sweep.model_builder import model_from_config
+    from sweep.axle.builder import model_from_config
     model = kc.lock_brakes(model_from_config(_kc_cfg().model), kc.DEFAULT_BRAKE_LOCK)
     eq = jax.jit(kc.design_position)(model)
     return jax.device_get(jax.jit(kc.kc_metrics)(model, eq, kc.DEFAULT_LOADED_RADIUS))

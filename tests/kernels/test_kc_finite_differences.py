@@ -50,7 +50,7 @@ def test_toy_travel_metrics_match_finite_differences_in_both_modes():
     opposite travel: bump steer, camber gain, wheel rate, each per the
     side's own travel) against central differences of its nonlinear travel
     curve at +-0.1 mm - the cheap twin of the double-wishbone check above."""
-    from sweep.model_builder import model_from_config
+    from sweep.axle.builder import model_from_config
     model = kc.lock_brakes(model_from_config(_kc_cfg().model), kc.DEFAULT_BRAKE_LOCK)
     dzs = np.stack([kc.travel_direction(mode) for mode in kc.TRAVEL_MODES])
 

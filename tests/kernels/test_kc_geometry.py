@@ -50,7 +50,7 @@ GEOMETRY = [k for k in kc.GEOMETRY_METRICS if k not in ("anti_roll_bar_wheel_rat
 
 
 def test_vehicle_and_steering_joint_config_errors_name_the_field():
-    from sweep.model_builder import ModelError, vehicle_table
+    from sweep.axle.builder import ModelError, vehicle_table
     with pytest.raises(ModelError, match=r"model.vehicle.axle = 'middle'"):
         vehicle_table({"axle": "middle", "wheelbase": 2.7, "cg_height": 0.5, "front_brake_share": 0.7})
     with pytest.raises(ModelError, match=r"model.vehicle.cg_height = -0.5"):
@@ -61,8 +61,8 @@ def test_vehicle_and_steering_joint_config_errors_name_the_field():
         vehicle_table({"axle": "front", "wheelbase": 2.7, "cg_height": 0.5, "front_brake_share": 0.7,
                        "track": 1.5})
     from omegaconf import OmegaConf
-    from sweep.runtime import CONFIG_DIR
-    from sweep.model_builder import build_tables
+    from sweep.core.runtime import CONFIG_DIR
+    from sweep.axle.builder import build_tables
     cfg = OmegaConf.to_container(OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml"))
     cfg["steering_joint"] = "rack_joint"
     with pytest.raises(ModelError, match=r"model.steering_joint = 'rack_joint': no bushing rack_joint_left"):
@@ -72,7 +72,7 @@ def test_vehicle_and_steering_joint_config_errors_name_the_field():
 def test_steering_load_case_needs_a_steering_joint():
     from sweep.kinds.kinematics_compliance import KIND
     prepare_kc = KIND.plan
-    from sweep.schema import ConfigError
+    from sweep.core.config import ConfigError
     from tests.jobs import cfg_of
     with pytest.raises(ConfigError, match="names no steering_joint"):
         prepare_kc(cfg_of("model=toy_trailing_arm", "loadcase=kc_steering"))

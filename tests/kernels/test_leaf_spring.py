@@ -29,7 +29,7 @@ from tests.conftest import load_model_cfg
 from kernels import kc, statics
 from kernels.dynamics import generalised_forces
 from kernels.model import ModelError, build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 
 NAME = "leaf_spring_axle"
 

@@ -9,7 +9,7 @@ from tests.conftest import load_model_cfg
 from kernels import kc, statics
 from kernels.dynamics import generalised_forces
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.kernels.test_leaf_spring import KC_TOLERANCES, MEASURED_NMSE, NAME, TOLERANCES  # noqa: F401
 
 pytestmark = pytest.mark.slow

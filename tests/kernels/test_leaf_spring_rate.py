@@ -50,7 +50,7 @@ import pytest
 import kernels  # noqa: F401  (float64)
 from kernels import kc
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from scipy.spatial.transform import Rotation
 import kernels  # noqa: F401  (float64)
 from kernels import metrics
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg
 from tests.kernels.test_axle_kinematics import carrier_freedoms
 from tests.kernels.test_multilink import _bodies_of

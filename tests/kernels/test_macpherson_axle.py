@@ -21,7 +21,7 @@ from scipy.spatial.transform import Rotation
 import kernels  # noqa: F401  (float64)
 from kernels import kc, metrics, statics
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg
 from tests.kernels.test_axle_kinematics import _stop_clearances
 

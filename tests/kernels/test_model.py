@@ -9,7 +9,7 @@ import pytest
 import kernels  # noqa: F401
 from kernels import loads, metrics
 from kernels.model import ModelError, build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg
 
 

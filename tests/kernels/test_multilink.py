@@ -10,7 +10,7 @@ from scipy.spatial.transform import Rotation
 
 import kernels  # noqa: F401  (float64)
 from kernels import loads, metrics
-from sweep.cube import pooled_signals
+from sweep.results.cube import pooled_signals
 from tests.conftest import step_runs_against_radau
 
 PUBLISHED = {"wheel_displacement": 0.01286, "bushing_force": 0.01545}  # method.md section 3
@@ -137,7 +137,7 @@ def test_equilibrium_is_symmetric_near_design_and_stops_are_clear(ml_model, ml_e
 def test_bad_multilink_config_names_the_field(ml_cfg):
     import copy
     from kernels.model import ModelError
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     cfg = copy.deepcopy(ml_cfg)
     cfg["per_side"]["bushings"]["trailing_link_subframe"]["bodies"] = ["trailing_link", "subfame"]
     with pytest.raises(ModelError, match=r"model.bushings.trailing_link_subframe_left.bodies = 'subfame' is not a body "
@@ -150,11 +150,11 @@ def test_bad_multilink_config_names_the_field(ml_cfg):
 
 
 def test_an_undefined_body_names_the_model_file_and_line(ml_cfg, tmp_path):
-    """The model file read as a user's (sweep.model_builder.load_model_file):
+    """The model file read as a user's (sweep.axle.builder.load_model_file):
     the error names the file and the line of the key that names the body."""
     import yaml
     from kernels.model import ModelError
-    from sweep.model_builder import build_tables, load_model_file
+    from sweep.axle.builder import build_tables, load_model_file
     cfg = yaml.safe_load(yaml.safe_dump(ml_cfg))
     cfg["per_side"]["bushings"]["trailing_link_subframe"]["bodies"] = ["trailing_link", "subfame"]
     path = tmp_path / "my_axle.yaml"

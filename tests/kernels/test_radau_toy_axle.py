@@ -20,7 +20,7 @@ def toy_axle():
     static equilibrium at 4.9 s."""
     from kernels.model import build_model
     from kernels.statics import equilibrium
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     with open(os.path.join(ROOT, "configs", "model", "toy_trailing_arm.yaml")) as f:
         model = build_model(build_tables(yaml.safe_load(f)))
     u0 = np.zeros((2, 6))

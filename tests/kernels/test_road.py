@@ -112,7 +112,7 @@ def psd_ratio(model_name, T=12.0, dt=1e-3, road_class="B", band=(1.0, 30.0), set
     import jax.numpy as jnp
     from kernels import frf, statics
     from kernels.response import Options, Problem, equilibrium, solve
-    from sweep.model_builder import load_model_file, model_from_config
+    from sweep.axle.builder import load_model_file, model_from_config
     cfg = load_model_file(f"configs/model/{model_name}.yaml")
     k, c = 250e3, 100.0
     cfg["tyres"] = {"rate": k, "damping": c}
@@ -175,7 +175,7 @@ def test_tyres_carry_no_static_load_of_their_own():
     import jax
     import jax.numpy as jnp
     from kernels import metrics, statics
-    from sweep.model_builder import load_model_file, model_from_config
+    from sweep.axle.builder import load_model_file, model_from_config
     cfg = load_model_file("configs/model/toy_trailing_arm.yaml")
     plain = model_from_config(cfg)
     cfg["tyres"] = {"rate": 250e3, "damping": 100.0}

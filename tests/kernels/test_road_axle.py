@@ -42,7 +42,7 @@ def test_a_wheel_off_the_road_against_radau():
     steps)."""
     from kernels import loads, road
     from kernels.response import Options, Problem, equilibrium, solve
-    from sweep.model_builder import load_model_file, model_from_config
+    from sweep.axle.builder import load_model_file, model_from_config
     cfg = load_model_file("configs/model/toy_trailing_arm.yaml")
     k, c = 250e3, 100.0
     cfg["tyres"] = {"rate": k, "damping": c}
@@ -78,7 +78,7 @@ def test_sprung_body_rests_in_the_static_state_of_the_held_axle():
     import jax.numpy as jnp
     from kernels import dynamics, statics
     from kernels.names import SPRUNG_BODY_FREE
-    from sweep.model_builder import load_model_file, model_from_config
+    from sweep.axle.builder import load_model_file, model_from_config
     cfg = load_model_file("configs/model/toy_trailing_arm.yaml")
     plain = model_from_config(cfg)
     cfg.update(tyres={"rate": 250e3, "damping": 100.0}, sprung_body={"mass_per_wheel": 420.0})

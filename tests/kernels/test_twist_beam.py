@@ -14,7 +14,7 @@ import kernels  # noqa: F401  (float64)
 from tests.conftest import load_model_cfg
 from kernels import kc, metrics
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.kernels.test_axle_kinematics import _stop_clearances, carrier_freedoms
 
 DEG = 180.0 / np.pi

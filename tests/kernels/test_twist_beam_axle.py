@@ -8,7 +8,7 @@ import kernels  # noqa: F401  (float64)
 from tests.conftest import load_model_cfg
 from kernels import kc, metrics
 from kernels.model import build_model
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.kernels.test_axle_kinematics import _stop_clearances, carrier_freedoms
 from tests.kernels.test_twist_beam import DEG, cfg, model  # noqa: F401
 
@@ -39,7 +39,7 @@ def test_cross_member_carries_roll_not_parallel_travel(model):
     stiffness) changes the roll wheel rate in proportion and leaves the
     parallel wheel rate all but unchanged: in parallel travel the beam turns
     as a whole about the pivot line, in opposite travel it twists."""
-    from sweep.params import build_parameters
+    from sweep.axle.params import build_parameters
     ps = build_parameters({"beam": {"target": "flexible.stiffness", "elements": "cross_member",
                                     "bounds": [0.1, 10.0]}}, model)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernels import metrics
-from sweep.cube import pooled_signals
+from sweep.results.cube import pooled_signals
 from tests.conftest import step_runs_against_radau
 
 pytestmark = pytest.mark.slow

@@ -255,7 +255,7 @@ def test_job_config_leaves_out_the_cache_and_normalises_the_path():
 def test_cache_directory(monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    from sweep.runtime import CACHE_ENV, cache_dir
+    from sweep.core.runtime import CACHE_ENV, cache_dir
     monkeypatch.delenv(CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir(None) == str(tmp_path / "xdg" / "axle-sweep" / "jax")
@@ -267,8 +267,8 @@ def test_cache_directory(monkeypatch, tmp_path):
 
 
 def test_durations_without_float_noise():
-    from sweep.schema import ConfigError, duration, fmt
-    from sweep.loadcase import sample_grid
+    from sweep.core.config import ConfigError, duration, fmt
+    from sweep.study.loadcase import sample_grid
     assert duration(6.0 - 5.8) == "0.2" and fmt(0.0007) == "0.0007" and fmt(math.nan) == "nan"
     with pytest.raises(ConfigError, match=r"^sweep.every = 3: must be >= 1 and divide the 200 steps"):
         sample_grid(5.8, 6.0, 0.001, 3, every_key="sweep.every")
@@ -279,7 +279,7 @@ def test_model_tables_reject_negative_bushing_rates_and_two_component_gravity():
     import copy
 
     from kernels.model import ModelError, validate_tables
-    from sweep.model_builder import build_tables
+    from sweep.axle.builder import build_tables
     from tests.conftest import load_model_cfg
     tables = build_tables(load_model_cfg("toy_trailing_arm"))
     bad = copy.deepcopy(tables)
@@ -302,9 +302,9 @@ def test_a_load_change_after_the_window_is_named_in_one_warning(caplog):
     inside the window are not."""
     import logging
     from omegaconf import OmegaConf
-    from sweep.loadcase import build_excitation
+    from sweep.study.loadcase import build_excitation
     cfg = OmegaConf.to_container(cfg_of("loadcase=pothole", "loadcase.t_end=0.16").loadcase, resolve=True)
-    with caplog.at_level(logging.WARNING, logger="sweep.loadcase"):
+    with caplog.at_level(logging.WARNING, logger="sweep.study.loadcase"):
         build_excitation(cfg)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned == ["warning: loadcase.changes[2].time = 0.175 s is at or after the end of the simulated "

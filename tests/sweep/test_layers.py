@@ -52,13 +52,32 @@ def _modules(package):
                 yield os.path.join(dirpath, f)
 
 
+def _names(package):
+    """Module basenames (``__init__`` / ``__main__`` aside) and subpackage names."""
+    names = {os.path.basename(f)[:-3] for f in _modules(package)} - {"__init__", "__main__"}
+    for dirpath, dirnames, _ in os.walk(os.path.join(ROOT, package)):
+        names |= {d for d in dirnames if os.path.exists(os.path.join(dirpath, d, "__init__.py"))}
+    return names
+
+
 def test_no_module_name_is_shared_between_kernels_and_sweep():
-    """A module's name says which room it is in: no basename (package
-    ``__init__`` / ``__main__`` aside) in both ``kernels/`` and ``sweep/``."""
-    names = {p: {os.path.basename(f) for f in _modules(p)} - {"__init__.py", "__main__.py"}
-             for p in ("kernels", "sweep")}
-    assert names["kernels"] and names["sweep"]
+    """A module's name says which room it is in: no module or package name
+    (``__init__`` / ``__main__`` aside) in both ``kernels/`` and ``sweep/``."""
+    names = {p: _names(p) for p in ("kernels", "sweep")}
+    assert {"forces", "statics"} <= names["kernels"] and {"axle", "builder", "results"} <= names["sweep"]
     assert not names["kernels"] & names["sweep"], sorted(names["kernels"] & names["sweep"])
+
+
+# the commands and the Python workbench: everything else lives in a package
+TOP_LEVEL = {"__init__", "__main__", "app", "entry", "workbench", "verify", "align", "sensitivity", "prebuild"}
+
+
+def test_the_top_level_of_sweep_holds_only_commands():
+    """``sweep/`` keeps its commands at the top; a service module belongs in
+    the package of its layer (``core``, ``axle``, ``results``, ``study``,
+    ``engine``, ``codegen``, ``kinds``, ``tune``)."""
+    top = {f[:-3] for f in os.listdir(os.path.join(ROOT, "sweep")) if f.endswith(".py")}
+    assert top == TOP_LEVEL, sorted(top ^ TOP_LEVEL)
 
 
 def test_the_time_loop_is_run_only_by_the_kernels():

@@ -61,7 +61,7 @@ def run_in_process(*over):
     from sweep import engine
     from sweep.app import job_config
     from sweep.kinds import kind_of
-    from sweep.schema import check_config
+    from sweep.core.config import check_config
     cfg = cfg_of(*over)
     kind = kind_of(cfg)
     check_config(cfg, kind)

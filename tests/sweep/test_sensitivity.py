@@ -1,9 +1,9 @@
 """Sobol' indices of a Saltelli design (sweep.design ``saltelli``,
-sweep.sensitivity, sweep.plots.sobol_figure), without running a job.
+sweep.sensitivity, sweep.results.plots.sobol_figure), without running a job.
 
 Oracles: the Ishigami function's analytic indices (a = 7, b = 0.1; Saltelli
 et al. 2008, Global Sensitivity Analysis: The Primer, section 4.7), the
-design built through :func:`sweep.design.make_design` and evaluated on
+design built through :func:`sweep.study.design.make_design` and evaluated on
 the cube's parameter values; SALib's own sampler for the design's unit
 sample; the design's block structure (row AB_j = row A but in column j)."""
 import numpy as np
@@ -11,9 +11,9 @@ import pytest
 import xarray as xr
 import yaml
 
-from sweep import design
-from sweep.params import HARDPOINT, Parameter, ParameterSet
-from sweep.schema import ConfigError
+from sweep.study import design
+from sweep.axle.params import HARDPOINT, Parameter, ParameterSet
+from sweep.core.config import ConfigError
 from sweep.sensitivity import SensitivityError, sobol_indices
 
 # Ishigami, a = 7, b = 0.1, x_i uniform on [-pi, pi]
@@ -79,8 +79,8 @@ def test_the_design_maps_hardpoints_and_log_scales_like_the_other_designs():
     sample mapped through each parameter's scale, in Saltelli's blocks."""
     from SALib.sample import sobol
 
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     from tests.jobs import cfg_of
     model = model_from_config(cfg_of("model=toy_trailing_arm").model)
     pset = build_parameters({
@@ -173,7 +173,7 @@ def test_sides_callables_and_the_cube_checks(ishigami_cube):
 
 
 def test_constant_outputs_have_no_indices_and_the_figure_draws(ishigami_cube, tmp_path):
-    from sweep.plots import png_intact, sobol_figure
+    from sweep.results.plots import png_intact, sobol_figure
     ds = ishigami_cube.assign(flat=("variant", np.full(ishigami_cube.sizes["variant"], 2.5), {"units": "mm"}))
     si = sobol_indices(ds, ["y", "flat"])
     assert np.all(np.isnan(si.S1.sel(output="flat").values)) and float(si.variance.sel(output="flat")) == 0.0

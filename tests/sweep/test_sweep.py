@@ -17,9 +17,9 @@ PARAMS = ["sweep=lhs", "sweep.start=null", "sweep.every=null"]
 
 
 def _design(*over):
-    from sweep.design import make_design
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.study.design import make_design
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     cfg = cfg_of(*PARAMS, *over)
     sw = OmegaConf.to_container(cfg.sweep, resolve=True)
     model = model_from_config(cfg.model)
@@ -53,7 +53,7 @@ def test_auto_chunk_follows_the_memory_budget_and_the_platform_cap():
 
 
 def test_default_jobs_split_a_chunk_over_the_cpu_devices_only_when_large_enough(monkeypatch):
-    """Default CPU devices (sweep.runtime.xla_flags_from_env chose the count):
+    """Default CPU devices (sweep.core.runtime.xla_flags_from_env chose the count):
     a time-response chunk is split only from MIN_VARIANTS_PER_CPU_DEVICE
     variants per device (the quick start's single variant stays on one
     device, unpadded); job kinds that run on one device (max_devices=1: K&C,
@@ -123,7 +123,7 @@ def test_resume_keeps_the_store_chunks_whatever_the_device_count(tmp_path, monke
 DEVICE_COUNT = """
 import sys
 import sweep.app, sweep.kinds.kinematics_compliance, sweep.tune   # the entry points' modules: none starts a JAX backend
-from sweep import runtime
+from sweep.core import runtime
 runtime.xla_flags_from_env()
 import jax
 print(jax.device_count(), runtime.cpu_devices_are_default())
@@ -147,7 +147,7 @@ def test_cpu_device_count_default_and_overrides():
     entry point's modules (python -m sweep / sweep.tune, the job kinds) are
     imported first; AXLE_CPU_DEVICES=1 keeps one; a count in XLA_FLAGS wins
     over AXLE_CPU_DEVICES, except one that a parent process set by default."""
-    from sweep.runtime import MAX_DEFAULT_CPU_DEVICES, usable_cores
+    from sweep.core.runtime import MAX_DEFAULT_CPU_DEVICES, usable_cores
     assert _device_count(AXLE_CPU_DEVICES="1") == (1, False)
     assert _device_count(AXLE_CPU_DEVICES="1", XLA_FLAGS="--xla_force_host_platform_device_count=3") == (3, False)
     inherited = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "AXLE_CPU_DEVICES_DEFAULT": "2"}
@@ -219,7 +219,7 @@ def test_bad_sweep_config_is_one_line_before_compute(override, message, capsys, 
 
 
 def test_parameters_act_on_the_model(dw_model):
-    from sweep.params import build_parameters
+    from sweep.axle.params import build_parameters
     spec = {"ll": {"target": "bushing.stiffness", "elements": "longitudinal_link_body_*",
                    "directions": "radial", "bounds": [0.1, 10], "scale": "log"},
             "reb": {"target": "damper.rebound", "elements": "damper_*", "bounds": [0.5, 2]},

@@ -113,7 +113,7 @@ def test_the_primary_configs_leave_hydras_mode_unset(config_name):
     """What lets the entry point skip Hydra's first composition (the one
     that only reads ``hydra.mode``): the project's configs never set it."""
     from hydra import compose, initialize_config_dir
-    from sweep.runtime import CONFIG_DIR
+    from sweep.core.runtime import CONFIG_DIR
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name=config_name, return_hydra_config=True)
     assert cfg.hydra.mode is None

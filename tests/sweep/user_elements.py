@@ -2,7 +2,7 @@
 spring-damper of ``tests/kernels/test_element_registry.py`` under a name of
 its own, loaded by a model file's ``elements:`` list
 (``"tests.sweep.user_elements:TORSION_SPRING"``;
-:func:`sweep.model_builder.load_element_groups`). Its model-file section is
+:func:`sweep.axle.builder.load_element_groups`). Its model-file section is
 ``user_torsion_springs`` (bodies, at, axis, stiffness [N m/rad], damping
 [N m s/rad]); sweep target ``user_torsion_spring.stiffness``."""
 from kernels.forces import ElementGroup

@@ -33,7 +33,7 @@ def test_generated_kernel_equals_xla_block_lu_and_dense_solve(tmp_path, axle, wi
     import jax
     import blocklu_kernel as bk
     from kernels import blocks
-    from sweep.model_builder import model_from_config
+    from sweep.axle.builder import model_from_config
     with open(os.path.join(ROOT, "configs", "model", f"{axle}.yaml")) as fh:
         model = model_from_config(yaml.safe_load(fh))
     elim = blocks.model_elimination(model.topology)

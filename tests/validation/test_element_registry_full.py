@@ -9,7 +9,7 @@ from kernels import dynamics, integrate, loads, metrics
 from kernels.methods import METHODS
 from kernels.model import build_model
 from kernels.system import model_system
-from sweep.model_builder import build_tables
+from sweep.axle.builder import build_tables
 from tests.kernels.test_element_registry import CHANNELS, C_TORSION, K_TORSION, NAME, TABLE, TORSION, dw_cfg, equilibrium, slots, tor_model, tor_tables, torsion_build, torsion_element, torsion_group, torsion_validate  # noqa: F401
 
 pytestmark = pytest.mark.validation

@@ -6,7 +6,7 @@ import pytest
 import scipy.integrate
 from kernels import loads
 from kernels.model import build_model
-from sweep.flexible import Section
+from sweep.axle.fe import Section
 from tests.kernels.test_flexible import CROSS, C_MOUNT, K_HUB, K_MOUNT, N_NODES, ORIGIN, STEEL, WHEEL_INERTIA, WHEEL_MASS, _stiffness, beam_fe, beam_tables, full_fe_system  # noqa: F401
 
 pytestmark = pytest.mark.validation

@@ -38,8 +38,8 @@ def test_models_without_steering_joint_or_vehicle_data_give_nan_not_failure():
     steering and anti-pitch metrics are NaN by design (kc.OPTIONAL_METRICS)
     and every other metric is finite."""
     from omegaconf import OmegaConf
-    from sweep.model_builder import model_from_config
-    from sweep.runtime import CONFIG_DIR
+    from sweep.axle.builder import model_from_config
+    from sweep.core.runtime import CONFIG_DIR
     model = kc.lock_brakes(model_from_config(OmegaConf.load(f"{CONFIG_DIR}/model/toy_trailing_arm.yaml")),
                            kc.DEFAULT_BRAKE_LOCK)
     M = _metrics(model)
@@ -86,8 +86,8 @@ def test_steering_curve_slope_ackermann_and_held_heights(dw_locked):
 @pytest.fixture(scope="module")
 def dw_rack():
     from omegaconf import OmegaConf
-    from sweep.runtime import CONFIG_DIR
-    from sweep.model_builder import model_from_config
+    from sweep.core.runtime import CONFIG_DIR
+    from sweep.axle.builder import model_from_config
     cfg = OmegaConf.load(f"{CONFIG_DIR}/model/double_wishbone.yaml")
     cfg.steering_rack.enabled = True
     return kc.lock_brakes(model_from_config(cfg), kc.DEFAULT_BRAKE_LOCK)

@@ -46,7 +46,7 @@ def step_runs(leaf):
 @pytest.mark.parametrize("what", ["wheel_displacement", "bushing_force"])
 def test_step_nmse_against_radau(step_runs, leaf, what):
     from kernels import metrics
-    from sweep.cube import pooled_signals
+    from sweep.results.cube import pooled_signals
     _, model = leaf
     t, lsrt2, ref = step_runs
     window = np.tile((t >= 4.9) & (t <= 6.0), 2)

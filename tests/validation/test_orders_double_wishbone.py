@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sweep.cube import pooled_signals
+from sweep.results.cube import pooled_signals
 
 pytestmark = pytest.mark.validation
 

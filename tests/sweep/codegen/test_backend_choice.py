@@ -11,7 +11,7 @@ import yaml
 
 from sweep.codegen import build
 from sweep.codegen import runner as generated
-from sweep.schema import ConfigError
+from sweep.core.config import ConfigError
 from tests.conftest import ROOT
 
 
@@ -114,7 +114,7 @@ def test_a_short_job_plans_its_background_build_and_finds_it_built(unpinned, tmp
     cfg = cfg_of(*args, "output.bushings=pivot_*")
     assert kind_of(cfg).plan(cfg).case.prebuild not in ("", record)
     # with the cache off (cache.enabled=false: no persistent cache in the process), nothing is built
-    from sweep import runtime
+    from sweep.core import runtime
     unpinned.setattr(runtime, "cache_in_use", lambda: False)
     cfg = cfg_of(*args, "loadcase.wheel_loads.left.fz=4300", "output.bushings=pivot_*")
     assert kind_of(cfg).plan(cfg).case.prebuild == ""

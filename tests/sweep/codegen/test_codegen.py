@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from sweep import status
+from sweep.results import status
 from sweep.codegen import build, emit, npops
 
 pytestmark = pytest.mark.skipif(build.compiler() is None, reason="no C compiler")
@@ -252,8 +252,8 @@ def _toy_runner_pair(method="lsrt2", relin=1, n_samples=61, every=2, model_name=
     from kernels import loads
     from kernels.model import build_model
     from sweep.kinds.time_response import Case, make_chunk_runner
-    from sweep.model_builder import build_tables
-    from sweep.params import build_parameters
+    from sweep.axle.builder import build_tables
+    from sweep.axle.params import build_parameters
     from tests.conftest import load_model_cfg
     model = build_model(build_tables(load_model_cfg(model_name)))
     u0 = np.zeros((2, 6))

@@ -92,7 +92,7 @@ def test_a_rerun_in_a_new_process_with_a_damaged_library_computes_right(cache):
 
 def test_cc_naming_no_compiler_is_an_error_naming_it(monkeypatch):
     from sweep.codegen.runner import resolve
-    from sweep.schema import ConfigError
+    from sweep.core.config import ConfigError
     monkeypatch.setenv("CC", "/nonexistent/cc")
     monkeypatch.delenv("AXLE_AUTO_BACKEND", raising=False)     # auto decides by itself
     with pytest.raises(build.BuildError, match=r"CC = '/nonexistent/cc' names no compiler"):

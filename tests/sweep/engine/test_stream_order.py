@@ -19,7 +19,7 @@ PARAMS = ["~sweep.parameters",
 
 
 def test_every_variant_keeps_its_own_parameter_values(tmp_path):
-    from sweep import store as cube_store
+    from sweep.results import store as cube_store
     from sweep.engine import layout, stream
     from sweep.engine.stops import RunContext
     from sweep.kinds import kind_of

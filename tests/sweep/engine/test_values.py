@@ -63,7 +63,7 @@ def test_a_changed_structure_changes_the_key(step_a):
 
 def test_lifted_tree_round_trips_and_keeps_integers_in_the_structure():
     from kernels import loads
-    from sweep.model_builder import model_from_config
+    from sweep.axle.builder import model_from_config
     cfg = cfg_of("model=toy_trailing_arm")
     model = model_from_config(cfg.model)
     exc = loads.excitation(np.full((2, 6), 3.0), [(1.0, 0.0, np.ones((2, 6)))])
@@ -76,7 +76,7 @@ def test_lifted_tree_round_trips_and_keeps_integers_in_the_structure():
     assert lift.size == lift.vector.size > 100
     # integer leaves (discrete states, index tables) are constants of the structure
     other = values.Lifted((model, exc, {"radius": 0.3, "steps": 8, "name": "x"}))
-    from sweep.tracecache import fingerprint
+    from sweep.core.tracecache import fingerprint
     assert fingerprint(other.structure()) != fingerprint(lift.structure())
     moved = values.Lifted((model, exc._replace(base=exc.base + 1.0), {"radius": 0.4, "steps": 7, "name": "x"}))
     assert fingerprint(moved.structure()) == fingerprint(lift.structure())
@@ -109,8 +109,8 @@ def test_the_geometry_derivative_of_a_hardpoint_equals_central_differences_of_th
     tests/sweep/tune/test_hardpoint_gradients.py (slow)."""
     import jax
     import jax.numpy as jnp
-    from sweep.model_builder import model_from_config
-    from sweep.params import build_parameters
+    from sweep.axle.builder import model_from_config
+    from sweep.axle.params import build_parameters
     cfg = cfg_of("model=toy_trailing_arm")
     model = model_from_config(cfg.model)
     pset = build_parameters({"h": {"target": "hardpoint", "points": ["PR"], "axis": "z",

@@ -59,7 +59,7 @@ def test_bad_tune_config_is_one_line_before_compute(override, message, capsys, t
 def test_a_tune_problem_built_from_python_names_a_zero_step():
     """``TuneProblem`` from a script (no command-line schema check): a time
     step of 0 is one error naming the field, not a division by zero."""
-    from sweep.schema import ConfigError
+    from sweep.core.config import ConfigError
     from sweep.tune.problem import TuneProblem
     cfg = tune_cfg("model=toy_trailing_arm", "~parameters", "~objectives", "~constraints",
                    "+parameters.pf={target: bushing.stiffness, elements: 'pivot_front_*', directions: radial, "
@@ -96,7 +96,7 @@ CONSTRAINT_TOL = 1e-3                       # relative to |bound|: the default t
 
 
 def test_constraint_errors_are_config_errors():
-    from sweep.schema import ConfigError
+    from sweep.core.config import ConfigError
     from sweep.tune import parse_constraints
     with pytest.raises(ConfigError, match=r"^constraints.c.lower = 2.0: must be <= constraints.c.upper = 1.0$"):
         parse_constraints({"c": {"metric": "bump_steer", "lower": 2.0, "upper": 1.0}})
