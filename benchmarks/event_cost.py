@@ -14,7 +14,6 @@ for the whole batch (SIMD lanes), so the cost grows with the number of
 steps that hold an event in any lane, not with the share of variants.
 """
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -71,7 +70,8 @@ def main():
 
         def one(far):
             # a variant out of reach of its stops: engagement 1 m further out
-            mm = dataclasses.replace(model, pp_engage=model.pp_engage - far * model.pp_engage_sign)
+            pp = model.elements["p2p"]
+            mm = model.replace_elements(p2p={"engage": pp["engage"] - far * pp["engage_sign"]})
             tr = method.simulate(model_system(mm, exc), eq.r.reshape(-1), jnp.zeros(6 * m), t0,
                                  args.dt, n + 1, 1, 1, lambda r, v, t: r.reshape(m, 6)[wheel, 2])
             return tr.outputs, (tr.n_events if tr.n_events is not None else jnp.zeros((), jnp.int32))

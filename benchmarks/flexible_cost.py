@@ -13,7 +13,6 @@ first bushing's stiffness scaled by 0.8-1.2. Compile time and the best of 2
 runs. Writes benchmarks/results/flexible_cost.json.
 """
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -59,7 +58,7 @@ def case(name, batch, steps):
     m = model.topology.n_bodies
 
     def one(s):
-        mdl = dataclasses.replace(model, bu_k_scale=model.bu_k_scale.at[0].multiply(s))
+        mdl = model.replace_elements(bushing={"k_scale": model.elements["bushing"]["k_scale"].at[0].multiply(s)})
         eq = equilibrium(mdl, loads.u_at(exc, 4.9))
         traj = simulate(METHODS["lsrt2"], model_system(mdl, exc), eq.r.reshape(-1), jnp.zeros(6 * m), 4.9,
                         1e-3, steps // 10 + 1, every=10)

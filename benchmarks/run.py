@@ -32,7 +32,6 @@ BENCHMARKS.md and the figures table of docs/performance.md (between the
 block ``figures``).
 """
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -128,7 +127,7 @@ class Axle:
         t0 = 5.0 - steps // 2 * 1e-3          # across the step
 
         def variant(scale):
-            m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
+            m = model.replace_elements(bushing={"k_scale": model.elements["bushing"]["k_scale"] * scale})
             traj = lsrt2.LSRT2.simulate(model_system(m, exc, solver), r0, jnp.zeros_like(r0), t0, 1e-3,
                                         2, steps, 1, lambda r, v, t: r[:3])
             return traj.outputs

@@ -220,14 +220,18 @@ def bushing_output(prm, x1, x2):
     return jnp.concatenate([F, M + jnp.cross(pm2 - pm1, F)])
 
 
-def bushing_params(model):
-    """Per-element parameter pytree of the bushing group (leading axis nb)."""
-    return {"pos1": model.bu_pos1, "rot1": model.bu_rot1, "pos2": model.bu_pos2,
-            "rot2": model.bu_rot2, "k": model.bu_k, "c": model.bu_c,
-            "preload": model.bu_preload, "offset": model.bu_offset,
-            "kc": model.bu_k_curve, "cc": model.bu_c_curve,
-            "k_scale": model.bu_k_scale, "c_scale": model.bu_c_scale,
-            "play": model.bu_play, "play_mode": model.bu_play_mode}
+BUSHING_PARAMS = {
+    "pos1": "(nb, 3) marker 1 in body 1's frame [m]", "rot1": "(nb, 3, 3) marker 1's axes in body 1's frame",
+    "pos2": "(nb, 3) marker 2 in body 2's frame [m]", "rot2": "(nb, 3, 3) marker 2's axes in body 2's frame",
+    "k": "(nb, 6) linear stiffness [N/m | N m/rad]", "c": "(nb, 6) linear damping [N s/m | N m s/rad]",
+    "preload": "(nb, 6) [N | N m]", "offset": "(nb, 6) [m | rad]",
+    "kc": "stiffness curve tables, leading (nb, 6)", "cc": "damping curve tables, leading (nb, 6)",
+    "k_scale": "(nb, 6) factor on the elastic force (linear and curve)",
+    "c_scale": "(nb, 6) factor on the damping force",
+    "play": "(nb, 6) dead band [m | rad] (0: none)",
+    "play_mode": "(nb, 6) the play's discrete state: PLAY_AUTO (built), 0 free, +-1 engaged",
+}
+"""The bushing group's parameter table (``Model.elements["bushing"]``): key -> shape, meaning [unit]."""
 
 
 # ----------------------------------------------------------------------------- P2P
@@ -351,15 +355,28 @@ def p2p_element(prm, x1, x2):
     return _apply(T * e, zero, pm1, p1, R1, p2, R2, at2=pm2)
 
 
-def p2p_params(model):
-    return {"pos1": model.pp_pos1, "pos2": model.pp_pos2, "length": model.pp_length,
-            "k": model.pp_k, "preload": model.pp_preload, "c": model.pp_c,
-            "kc": model.pp_k_curve, "cc": model.pp_c_curve,
-            "k_scale": model.pp_k_scale, "c_scale": model.pp_c_scale,
-            "engage": model.pp_engage, "engage_sign": model.pp_engage_sign, "k0": model.pp_k0,
-            "friction": model.pp_friction, "friction_k": model.pp_friction_k,
-            "friction_c": model.pp_friction_c, "friction_v": model.pp_friction_v,
-            "contact": model.pp_contact, "slip": model.pp_slip, "anchor": model.pp_anchor}
+P2P_PARAMS = {
+    "pos1": "(npp, 3) marker 1 in body 1's frame [m]", "pos2": "(npp, 3) marker 2 in body 2's frame [m]",
+    "length": "(npp,) reference length [m]", "k": "(npp,) [N/m]", "preload": "(npp,) push at the reference length [N]",
+    "c": "(npp,) [N s/m]", "kc": "push force vs compression travel s = L_ref - L (curve tables)",
+    "cc": "tension force vs extension rate dL/dt (curve tables)",
+    "k_scale": "(npp,) factor on the elastic force change from s = 0 (rate)",
+    "c_scale": "(npp, 2) factor on the damping force in compression, rebound",
+    "engage": "(npp,) length at which a stop engages [m]",
+    "engage_sign": "(npp,) +1 bump stop (engaged for L < engage), -1 rebound stop, 0 other",
+    "k0": "(npp,) stop curve slope at engagement [N/m] (contact-mode continuation)",
+    "friction": "(npp,) Coulomb friction force [N] (0: none)",
+    "friction_k": "(npp,) stick stiffness [N/m] (switching law)",
+    "friction_c": "(npp,) stick damping [N s/m] (switching law)",
+    "friction_v": "(npp,) regularisation velocity [m/s] (regularised law; 0: switching)",
+    "contact": "(npp,) the stop's discrete state: 1 contact, 0 free, CONTACT_AUTO by the penetration's sign",
+    "slip": "(npp,) +1 / -1 sliding (sign of dL/dt), 0 stuck, SLIP_OFF no friction force",
+    "anchor": "(npp,) length at which the stuck friction element is relaxed [m]",
+}
+"""The P2P group's parameter table (``Model.elements["p2p"]``): key -> shape, meaning [unit].
+The discrete states (``contact``, ``slip``, ``anchor``, and the bushing's
+``play_mode``) are set by the time loop (kernels.integrate, "State
+events"); every other analysis uses the built values."""
 
 
 # ----------------------------------------------------------------------------- analytic bushing Jacobian
@@ -566,6 +583,34 @@ RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "refere
                        "steering_rack", "tyres", "sprung_body")
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A sweep and tuning target of an element group (``sweep.parameters``,
+    ``sweep.axle.params``): which entry of the group's parameter table a
+    parameter changes.
+
+    key         the table entry a factor multiplies (``mode: scale``)
+    column      one column of that entry (e.g. a P2P damper's compression 0 /
+                rebound 1 factor); None: every column
+    kind        only the group's elements of this kind (``ElementGroup.kinds``)
+    directions  True: the entry's columns are the six bushing directions, chosen
+                by the parameter's ``directions`` (:data:`kernels.names.DIRECTIONS`)
+    value_key   the entry ``mode: value`` sets (an absolute coefficient in SI
+                units); None: the target takes factors only
+    value_curve the curve-table entry that must be empty where ``mode: value``
+                sets a linear coefficient (a curve would ignore it)
+    requires    optional ``(model, row) -> None | reason``: why an element the
+                pattern matched cannot take the target (an error naming it)
+    """
+    key: str
+    column: Optional[int] = None
+    kind: Optional[str] = None
+    directions: bool = False
+    value_key: Optional[str] = None
+    value_curve: Optional[str] = None
+    requires: Optional[Callable] = None
+
+
 def _unset(*_args):  # placeholder getter of a group that has not been completed
     raise AssertionError("ElementGroup getter not set")
 
@@ -602,12 +647,13 @@ class ElementGroup:
                scales ``params[key][rows(, column)]``.
     params, bodies, names
                getters model -> parameter pytree, topology -> (n, 2) body slots
-               (slot n_bodies = ground), topology -> element names. Built-in
-               groups read their dedicated fields (``bu_*``, ``bushing_bodies``,
-               ...); registered groups default to ``model.elements[name]``,
+               (slot n_bodies = ground), topology -> element names. Every
+               group's parameters are ``model.elements[name]``; the built-in
+               groups' slots and names are the topology's ``bushing_*`` /
+               ``p2p_*`` fields, a registered group's default to
                ``topology.group_bodies[name]``, ``topology.group_names[name]``.
-    builtin    True for the bushing and P2P groups (built by build_model into
-               their own Model fields).
+    builtin    True for the bushing and P2P groups (built by build_model
+               itself, their tables :data:`BUSHING_PARAMS` / :data:`P2P_PARAMS`).
     """
     name: str
     table_key: str
@@ -619,10 +665,19 @@ class ElementGroup:
     params: Optional[Callable] = None
     bodies: Optional[Callable] = None
     names: Optional[Callable] = None
+    kinds: Optional[Callable] = None
     builtin: bool = False
 
     def __post_init__(self):
         name = self.name
+        targets = {t: v if isinstance(v, Target) else Target(*v) for t, v in dict(self.targets).items()}
+        for t, v in targets.items():
+            if v.kind is not None and self.kinds is None:
+                raise ValueError(f"element group {name!r}: target {t!r} has a kind but the group no 'kinds'")
+            if v.kind is not None and not t.startswith(v.kind + "."):
+                raise ValueError(f"element group {name!r}: target {t!r} of kind {v.kind!r} must be "
+                                 f"named '{v.kind}.<target>'")
+        object.__setattr__(self, "targets", targets)
         if self.params is None:
             object.__setattr__(self, "params", lambda model: model.elements[name])
         if self.bodies is None:
@@ -631,14 +686,32 @@ class ElementGroup:
             object.__setattr__(self, "names", lambda topo: topo.group_names[name])
 
 
+def _friction_law(model, row):
+    """Why a damper cannot take ``damper.friction``: it has no friction law."""
+    prm = model.elements["p2p"]
+    if model.topology.p2p_events[row] != "friction" and float(prm["friction_v"][row]) == 0.0:
+        return ("has no friction law - give it 'friction: {force: ...}' in the model file "
+                "(kernels.model: damper friction)")
+    return None
+
+
 BUSHING = ElementGroup(
     "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
-    params=bushing_params, bodies=lambda topo: topo.bushing_bodies,
-    names=lambda topo: topo.bushing_names, builtin=True)
+    bodies=lambda topo: topo.bushing_bodies,
+    names=lambda topo: topo.bushing_names, builtin=True,
+    targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_curve="kc"),
+             "damping": Target("c_scale", directions=True, value_key="c", value_curve="cc")})
 P2P = ElementGroup(
     "p2p", "p2p", p2p_element, jacobian=p2p_element_jacobian,
-    params=p2p_params, bodies=lambda topo: topo.p2p_bodies,
-    names=lambda topo: topo.p2p_names, builtin=True)
+    bodies=lambda topo: topo.p2p_bodies,
+    names=lambda topo: topo.p2p_names, kinds=lambda topo: topo.p2p_kinds, builtin=True,
+    targets={"spring.rate": Target("k_scale", kind="spring"),
+             "damper.compression": Target("c_scale", 0, kind="damper"),
+             "damper.rebound": Target("c_scale", 1, kind="damper"),
+             "damper.friction": Target("friction", kind="damper", value_key="friction",
+                                       requires=_friction_law),
+             "bump_stop.force": Target("k_scale", kind="bump_stop"),
+             "rebound_stop.force": Target("k_scale", kind="rebound_stop")})
 BUILTIN_GROUPS = (BUSHING, P2P)
 
 GROUPS: dict = {g.name: g for g in BUILTIN_GROUPS}

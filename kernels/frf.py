@@ -64,7 +64,7 @@ def p2p_forces(model, r, v, rows):
     from kernels.dynamics import states_with_ground
     x = states_with_ground(r, v)
     b = model.topology.p2p_bodies[rows]
-    prm = jax.tree_util.tree_map(lambda a: a[rows], forces.p2p_params(model))
+    prm = jax.tree_util.tree_map(lambda a: a[rows], model.elements["p2p"])
 
     def one(p, x1, x2):
         T, _, _, (_, _, e, *_rest) = forces.p2p_tension(p, x1, x2)

@@ -196,7 +196,7 @@ def brake_lock_index(model):
         for i, (b1, b2) in enumerate(np.asarray(topo.bushing_bodies)):
             if w not in (b1, b2) or m in (b1, b2):
                 continue
-            axes = R_body[b1] @ np.asarray(model.bu_rot1[i])      # marker-1 axes, vehicle frame
+            axes = R_body[b1] @ np.asarray(model.elements["bushing"]["rot1"][i])      # marker-1 axes, vehicle frame
             cos = np.abs(axes.T @ spin)
             j = int(np.argmax(cos))
             if cos[j] > 1 - 1e-6:
@@ -208,11 +208,10 @@ def brake_lock_index(model):
 def lock_brakes(model, stiffness, index=None):
     """Model with ``stiffness`` [N m/rad] added about the spin axis of the wheel
     bearings (brake applied: braking torque goes to the carrier)."""
-    import dataclasses
     rows, cols = brake_lock_index(model) if index is None else index
     if len(rows) == 0 or (not isinstance(stiffness, jax.core.Tracer) and stiffness == 0):
         return model
-    return dataclasses.replace(model, bu_k=model.bu_k.at[rows, cols].add(stiffness))
+    return model.replace_elements(bushing={"k": model.elements["bushing"]["k"].at[rows, cols].add(stiffness)})
 
 
 def design_heights(model):
@@ -307,7 +306,7 @@ def rack_direction(model, r, joints):
     travel of the left / right steering joint, the marker moving along
     vehicle +y (rack travel > 0 to the left)."""
     m = model.topology.n_bodies
-    nb = model.bu_pos2.shape[0]
+    nb = model.elements["bushing"]["pos2"].shape[0]
     D = jnp.zeros((2, nb, 3), r.dtype)
     for s in range(2):
         j = int(joints[s])
@@ -351,8 +350,8 @@ def p2p_lengths(model, r):
     b = np.asarray(model.topology.p2p_bodies)
     if len(b) == 0:
         return jnp.zeros((0,), r.dtype)
-    p1 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 0]], model.pp_pos1)
-    p2 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 1]], model.pp_pos2)
+    p1 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 0]], model.elements["p2p"]["pos1"])
+    p2 = jax.vmap(lambda xx, p: marker_kinematics(xx, p)[0])(x[b[:, 1]], model.elements["p2p"]["pos2"])
     return jnp.linalg.norm(p2 - p1, axis=1)
 
 
@@ -377,12 +376,12 @@ def static_state_measures(model, r):
     offset = jnp.linalg.norm(r[slots, :3] - model.r_design[slots, :3], axis=1)
     toe, camber = metrics.toe_camber(model, r)
     toe0, camber0 = metrics.toe_camber(model, model.r_design)
-    esign = model.pp_engage_sign
+    esign = model.elements["p2p"]["engage_sign"]
     if esign.shape[0] == 0:
         pen = jnp.zeros((), r.dtype)
     else:
         L = p2p_lengths(model, r)
-        pen = jnp.max(jnp.where(esign != 0, esign * (model.pp_engage - L), -jnp.inf))
+        pen = jnp.max(jnp.where(esign != 0, esign * (model.elements["p2p"]["engage"] - L), -jnp.inf))
         pen = jnp.maximum(pen, 0.0)
     return offset, jnp.abs(toe - toe0), jnp.abs(camber - camber0), pen
 
@@ -493,11 +492,10 @@ def geometry(model, r, u, loaded_radius, joints=None, lin=None):
     Jb = bordered_jacobian(model, lin)
     rhs = jnp.zeros((n + 2, 4), r.dtype).at[n:, :2].set(jnp.eye(2, dtype=r.dtype) / Z_UNIT)
     if joints is not None:
-        import dataclasses
         D = rack_direction(model, r, joints)
         for s in range(2):
-            dq = jax.jvp(lambda p: q_fn(dataclasses.replace(model, bu_pos2=p), r, v0, u).reshape(-1),
-                         (model.bu_pos2,), (D[s],))[1]
+            dq = jax.jvp(lambda p: q_fn(model.replace_elements(bushing={"pos2": p}), r, v0, u).reshape(-1),
+                         (model.elements["bushing"]["pos2"],), (D[s],))[1]
             rhs = rhs.at[:n, 2 + s].set(-dq)
     dx = linalg.solve(Jb, rhs)[:n]                       # (n, 4): z_left, z_right, rack_left, rack_right
     slots = np.asarray(model.topology.wheel_slots)
@@ -518,7 +516,7 @@ def geometry(model, r, u, loaded_radius, joints=None, lin=None):
     dcar = par.reshape(m, 6)[cs]
     wc = jax.vmap(lambda a, d: wheel_rotation_rates(a) @ d)(r[cs, 3:], dcar[:, 3:])
     out["d_carrier_contact_point"] = dcar[:, :3] + jnp.cross(wc, c - r[cs, :3])
-    npp = model.pp_pos1.shape[0]
+    npp = model.elements["p2p"]["pos1"].shape[0]
     if npp:
         lfun = lambda rr: p2p_lengths(model, rr.reshape(m, 6))
         dL = jax.vmap(lambda t: jax.jvp(lfun, (r.reshape(-1),), (t,))[1], in_axes=1)(dx)   # (4, npp)
@@ -857,14 +855,13 @@ def steering_curve(model, eq0, rack, tol=1e-6, max_iter=60, loaded_radius=DEFAUL
     joints = steering_joints(model)
     if joints is None:
         raise ModelError(f"model {model.topology.name!r} names no steering_joint: no steering analysis")
-    import dataclasses
     D = rack_travel_direction(model, eq0.r, joints)
     z0 = eq0.r[model.topology.wheel_slots, 2]     # the start position's heights
     zero = jnp.zeros((2, 6), eq0.r.dtype)
 
     def solve_one(state, a):
         r, fz = state
-        ma = dataclasses.replace(model, bu_pos2=model.bu_pos2 + a * D)
+        ma = model.replace_elements(bushing={"pos2": model.elements["bushing"]["pos2"] + a * D})
         eq = constrained_equilibrium(ma, zero, z0, r_start=r, fz_start=fz, tol=tol, max_iter=max_iter)
         u = zero.at[:, 2].set(eq.fz)
         return (eq.r, eq.fz), _step_outputs(ma, eq.r, eq0.r, u, loaded_radius, joints), eq.converged

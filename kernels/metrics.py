@@ -35,7 +35,7 @@ def bushing_forces(model, r, v, rows=None):
     ``rows`` (static indices): only those bushings, (len(rows), 6)."""
     x = states_with_ground(r, v)
     b = model.topology.bushing_bodies
-    prm = forces.bushing_params(model)
+    prm = model.elements["bushing"]
     if rows is not None:
         rows = np.asarray(rows, int)
         b = np.asarray(b)[rows]

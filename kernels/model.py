@@ -70,8 +70,8 @@ P2P_KINDS = ("spring", "damper", "bump_stop", "rebound_stop")
 STOP_LAWS = ("smooth", "switching")
 FRICTION_LAWS = ("switching", "regularised")
 FRICTION_KEYS = ("force", "law", "stiffness", "damping", "velocity")
-# the discrete state of the switching laws as built (Model.pp_contact,
-# Model.pp_slip): kernels.forces
+# the discrete state of the switching laws as built (Model.elements["p2p"]["contact"],
+# Model.elements["p2p"]["slip"]): kernels.forces
 CONTACT_AUTO, SLIP_OFF = forces.CONTACT_AUTO, forces.SLIP_OFF
 GROUND = 0
 # table sections that traced functions read from ``Topology.tables`` (host
@@ -198,54 +198,17 @@ def _field(**kw):
 class Model:
     """Model pytree. Array leaves can be vmapped over variants; ``topology`` is static.
 
-    Shapes: m bodies, nb bushings, npp P2P elements, K padded curve knots.
+    Shapes: m bodies, K padded curve knots.
     """
     mass: jax.Array            # (m,) kg
     inertia: jax.Array         # (m, 3, 3) kg m^2, body frame, about the CoM
     gravity: jax.Array         # (3,) m/s^2
     r_design: jax.Array        # (m, 6) design pose
-    # bushings (marker poses local to their bodies)
-    bu_pos1: jax.Array         # (nb, 3) m
-    bu_rot1: jax.Array         # (nb, 3, 3)
-    bu_pos2: jax.Array
-    bu_rot2: jax.Array
-    bu_k: jax.Array            # (nb, 6) linear stiffness
-    bu_c: jax.Array            # (nb, 6) linear damping
-    bu_preload: jax.Array      # (nb, 6)
-    bu_offset: jax.Array       # (nb, 6)
-    bu_k_curve: dict           # table arrays with leading (nb, 6)
-    bu_c_curve: dict
-    bu_k_scale: jax.Array      # (nb, 6) factor on the elastic force (linear and curve)
-    bu_c_scale: jax.Array      # (nb, 6) factor on the damping force
-    bu_play: jax.Array         # (nb, 6) dead band [m | rad] (0: none)
-    bu_play_mode: jax.Array    # (nb, 6) play's discrete state: PLAY_AUTO (built), 0 free, +-1 engaged
-    # P2P elements
-    pp_pos1: jax.Array         # (npp, 3) m
-    pp_pos2: jax.Array
-    pp_length: jax.Array       # (npp,) reference length [m]
-    pp_k: jax.Array            # (npp,) N/m
-    pp_preload: jax.Array      # (npp,) N, push at reference length
-    pp_c: jax.Array            # (npp,) N s/m
-    pp_k_curve: dict           # push force vs compression travel s = L_ref - L
-    pp_c_curve: dict           # tension force vs extension rate dL/dt
-    pp_k_scale: jax.Array      # (npp,) factor on the elastic force change from s = 0 (rate)
-    pp_c_scale: jax.Array      # (npp, 2) factor on the damping force in compression, rebound
-    # switching laws (stops with law: switching; damper friction)
-    pp_engage: jax.Array       # (npp,) length [m] at which a stop engages
-    pp_engage_sign: jax.Array  # (npp,) +1 bump stop (engaged for L < pp_engage), -1 rebound, 0 other
-    pp_k0: jax.Array           # (npp,) stop curve slope at engagement [N/m] (contact-mode continuation)
-    pp_friction: jax.Array     # (npp,) Coulomb friction force [N] (0: none)
-    pp_friction_k: jax.Array   # (npp,) stick stiffness [N/m] (switching law)
-    pp_friction_c: jax.Array   # (npp,) stick damping [N s/m] (switching law)
-    pp_friction_v: jax.Array   # (npp,) regularisation velocity [m/s] (regularised law; 0: switching)
-    # the discrete state of the switching laws (kernels.integrate "State
-    # events"; set by the time loop, the built values for every other analysis)
-    pp_contact: jax.Array      # (npp,) 1 contact, 0 free, CONTACT_AUTO by the sign of the penetration
-    pp_slip: jax.Array         # (npp,) +1 / -1 sliding (sign of dL/dt), 0 stuck, SLIP_OFF no friction force
-    pp_anchor: jax.Array       # (npp,) length [m] at which the stuck friction element is relaxed
     topology: Topology = _field(metadata=dict(static=True))
-    # parameter pytrees of the registered element groups, {group name: pytree
-    # with leading axis n_group} (kernels.forces.ElementGroup.build)
+    # the force elements' parameter tables, {group name: pytree with leading
+    # axis n_group}, every group of the topology: "bushing" and "p2p" (their
+    # keys: kernels.forces.BUSHING_PARAMS / P2P_PARAMS), then the registered
+    # groups (their ElementGroup.build)
     elements: dict = _field(default_factory=dict)
     # flexible bodies (kernels.flexible; empty for a rigid model): "k" (nq, 6)
     # modal stiffness omega^2 [1/s^2] and "c" (nq, 6) modal damping 2 zeta
@@ -254,6 +217,21 @@ class Model:
     # kg^-0.5 m^-1] mode shapes at each interface node (zero-padded to the
     # largest mode count)
     flex: dict = _field(default_factory=dict)
+
+    def replace_elements(self, **groups):
+        """This model with entries of its element groups' parameter tables
+        replaced, e.g. ``model.replace_elements(bushing={"k": k})``; the
+        other entries and groups are kept (jit/vmap/grad-safe)."""
+        elements = dict(self.elements)
+        for name, entries in groups.items():
+            if name not in elements:
+                raise KeyError(f"replace_elements: the model has no element group {name!r} "
+                               f"(groups: {', '.join(elements)})")
+            unknown = set(entries) - set(elements[name])
+            if unknown:
+                raise KeyError(f"replace_elements: group {name!r} has no parameter {sorted(unknown)[0]!r}")
+            elements[name] = {**elements[name], **entries}
+        return dataclasses.replace(self, elements=elements)
 
 
 _DATA_FIELDS = [f.name for f in dataclasses.fields(Model) if f.name != "topology"]
@@ -794,20 +772,22 @@ def build_model(tables) -> Model:
         mass=f([b["mass"] for b in bodies] + [1.0] * nq), inertia=f(inertia),
         gravity=f(tables.get("gravity", [0, 0, -9.81])),
         r_design=f(np.vstack([np.hstack([pos, eul]), np.zeros((nq, 6))])),
-        bu_pos1=f(p1), bu_rot1=f(R1), bu_pos2=f(p2), bu_rot2=f(R2),
-        bu_k=f(k), bu_c=f(c), bu_preload=f(pre), bu_offset=f(off),
-        bu_k_curve=tree(bushing_curves(kspec)), bu_c_curve=tree(bushing_curves(cspec)),
-        bu_k_scale=f(np.ones((nb, 6))), bu_c_scale=f(np.ones((nb, 6))),
-        bu_play=f(play), bu_play_mode=f(np.full((nb, 6), forces.PLAY_AUTO)),
-        pp_pos1=f(q1), pp_pos2=f(q2), pp_length=f(L), pp_k=f(pk), pp_preload=f(pf),
-        pp_c=f(pc), pp_k_curve=tree(_tables_to_arrays(pkspec, n_knots)),
-        pp_c_curve=tree(_tables_to_arrays(pcspec, n_knots)),
-        pp_k_scale=f(np.ones(npp)), pp_c_scale=f(np.ones((npp, 2))),
-        pp_engage=f(engage), pp_engage_sign=f(esign), pp_k0=f(k0),
-        pp_friction=f(fric[:, 0]), pp_friction_k=f(fric[:, 1]), pp_friction_c=f(fric[:, 2]),
-        pp_friction_v=f(fric[:, 3]),
-        pp_contact=f(np.full(npp, CONTACT_AUTO)), pp_slip=f(np.full(npp, SLIP_OFF)), pp_anchor=f(L),
-        topology=topo, elements=elements, flex=tree(flex["arrays"]),
+        elements={forces.BUSHING.name: {
+            "pos1": f(p1), "rot1": f(R1), "pos2": f(p2), "rot2": f(R2),
+            "k": f(k), "c": f(c), "preload": f(pre), "offset": f(off),
+            "kc": tree(bushing_curves(kspec)), "cc": tree(bushing_curves(cspec)),
+            "k_scale": f(np.ones((nb, 6))), "c_scale": f(np.ones((nb, 6))),
+            "play": f(play), "play_mode": f(np.full((nb, 6), forces.PLAY_AUTO))},
+            forces.P2P.name: {
+            "pos1": f(q1), "pos2": f(q2), "length": f(L), "k": f(pk), "preload": f(pf), "c": f(pc),
+            "kc": tree(_tables_to_arrays(pkspec, n_knots)), "cc": tree(_tables_to_arrays(pcspec, n_knots)),
+            "k_scale": f(np.ones(npp)), "c_scale": f(np.ones((npp, 2))),
+            "engage": f(engage), "engage_sign": f(esign), "k0": f(k0),
+            "friction": f(fric[:, 0]), "friction_k": f(fric[:, 1]), "friction_c": f(fric[:, 2]),
+            "friction_v": f(fric[:, 3]),
+            "contact": f(np.full(npp, CONTACT_AUTO)), "slip": f(np.full(npp, SLIP_OFF)), "anchor": f(L)},
+            **elements},
+        topology=topo, flex=tree(flex["arrays"]),
     )
 
 

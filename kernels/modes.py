@@ -144,7 +144,7 @@ def _bushing_deflection_map(model, r):
     """Linear map dr (m, 6) -> bushing deflection increments (nb, 6) and the
     tangent elastic rates (nb, 6) of the characteristics at r."""
     topo = model.topology
-    prm = forces.bushing_params(model)
+    prm = model.elements["bushing"]
     bodies = topo.bushing_bodies
     v0 = jnp.zeros_like(r)
 

@@ -49,7 +49,6 @@ there and no stiffness (:func:`at_rest`): the body is in equilibrium at
 rest, its weight is what the axle carries in the static state (whatever
 its mass, which is its inertia), and it moves freely in heave and roll.
 """
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -188,7 +187,8 @@ def unloaded_tyres(model):
     rows = np.asarray(tyre_rows(model.topology), int)
     if not len(rows):
         return model
-    return dataclasses.replace(model, bu_k=model.bu_k.at[rows].set(0.0), bu_c=model.bu_c.at[rows].set(0.0))
+    bu = model.elements["bushing"]
+    return model.replace_elements(bushing={"k": bu["k"].at[rows].set(0.0), "c": bu["c"].at[rows].set(0.0)})
 
 
 def tyres_at_rest(model, r):
@@ -202,9 +202,9 @@ def tyres_at_rest(model, r):
     from kernels.dynamics import states_with_ground
     x = states_with_ground(r, jnp.zeros_like(r))
     b = model.topology.bushing_bodies[rows]
-    prm = jax.tree_util.tree_map(lambda a: a[rows], forces.bushing_params(model))
+    prm = jax.tree_util.tree_map(lambda a: a[rows], model.elements["bushing"])
     defl = jax.vmap(lambda p, x1, x2: forces.bushing_deflection(p, x1, x2)[0])(prm, x[b[:, 0]], x[b[:, 1]])
-    return dataclasses.replace(model, bu_offset=model.bu_offset.at[rows].set(defl))
+    return model.replace_elements(bushing={"offset": model.elements["bushing"]["offset"].at[rows].set(defl)})
 
 
 def mount_slot(topology) -> int:
@@ -243,12 +243,13 @@ def at_rest(model, r):
     from kernels.names import SPRUNG_BODY_FREE
     x = states_with_ground(r, jnp.zeros_like(r))
     a, b = model.topology.bushing_bodies[g]
-    prm = jax.tree_util.tree_map(lambda p: p[g], forces.bushing_params(model))
+    prm = jax.tree_util.tree_map(lambda p: p[g], model.elements["bushing"])
     defl, rate, _ = forces.bushing_deflection(prm, x[a], x[b])
     f_e, _ = forces.bushing_local_forces(prm, defl, rate)
     free = np.asarray(SPRUNG_BODY_FREE)
-    return dataclasses.replace(model, bu_preload=model.bu_preload.at[g, free].set(f_e[free]),
-                               bu_k=model.bu_k.at[g, free].set(0.0), bu_c=model.bu_c.at[g, free].set(0.0))
+    bu = model.elements["bushing"]
+    return model.replace_elements(bushing={"preload": bu["preload"].at[g, free].set(f_e[free]),
+                                           "k": bu["k"].at[g, free].set(0.0), "c": bu["c"].at[g, free].set(0.0)})
 
 
 def newton_increment(model, r, u, solver="dense"):

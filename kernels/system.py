@@ -2,7 +2,6 @@
 (:class:`kernels.integrate.System`), so that every method - the fixed-step
 Rosenbrock methods and the Radau reference - integrates the multibody
 model through the same few functions."""
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -53,12 +52,13 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
     state0, roots, switch = switching_laws(model, exc)
 
     def bind(z):
-        m = dataclasses.replace(model, pp_contact=z[0], pp_slip=z[1], pp_anchor=z[2], bu_play_mode=z[3])
+        m = model.replace_elements(p2p={"contact": z[0], "slip": z[1], "anchor": z[2]}, bushing={"play_mode": z[3]})
         e = exc
         if tyres:       # a tyre off the road: no tyre force, no road force on its wheel
             rows = np.asarray(tyres)
-            m = dataclasses.replace(m, bu_k=m.bu_k.at[rows].multiply(z[4][:, None]),
-                                    bu_c=m.bu_c.at[rows].multiply(z[4][:, None]))
+            bu = m.elements["bushing"]
+            m = m.replace_elements(bushing={"k": bu["k"].at[rows].multiply(z[4][:, None]),
+                                            "c": bu["c"].at[rows].multiply(z[4][:, None])})
             e = loads.scaled_by_side(exc, z[4])
         return _bound_system(m, e, solver, split_steps)
     return system._replace(event_state0=state0, event_roots=roots, event_switch=switch, bind=bind)
@@ -91,7 +91,7 @@ def switching_laws(model, exc=None):
     :class:`kernels.integrate.System` (its ``event_*`` functions over flat
     r, v and the time t): z = (contact, slip, anchor) of every P2P element,
     (n_p2p,) each, the play modes of every bushing, (n_bushings, 6) - the
-    model fields ``pp_contact``, ``pp_slip``, ``pp_anchor``, ``bu_play_mode``
+    parameters ``p2p`` ``contact``, ``slip``, ``anchor`` and ``bushing`` ``play_mode``
     that ``System.bind`` sets - and the road contact of each tyre (2,):
     1 on the road, 0 off it (only a model with tyres,
     ``kernels.statics.tyre_rows``). Root functions: one per switching P2P element
@@ -110,8 +110,8 @@ def switching_laws(model, exc=None):
     bodies = np.asarray(topo.p2p_bodies).reshape(-1, 2)[idx]
     bidx = np.array([i for i, ev in enumerate(topo.bushing_events) if ev], int)
     bbodies = np.asarray(topo.bushing_bodies).reshape(-1, 2)[bidx]
-    prm_all = forces.p2p_params(model)
-    bprm_all = forces.bushing_params(model)
+    prm_all = model.elements["p2p"]
+    bprm_all = model.elements["bushing"]
 
     def states(r, v):
         return states_with_ground(r.reshape(m, 6), v.reshape(m, 6))
@@ -135,7 +135,8 @@ def switching_laws(model, exc=None):
 
     def state0(r, v, t=None):
         x = states(r, v)
-        z = (model.pp_contact, model.pp_slip, model.pp_anchor, model.bu_play_mode)
+        pp = model.elements["p2p"]
+        z = (pp["contact"], pp["slip"], pp["anchor"], model.elements["bushing"]["play_mode"])
         if len(tyres):          # (a model without tyres keeps the four-part state it had)
             z = z + ((contact(r, v, t) >= 0).astype(r.dtype),)
         out = list(z)

@@ -433,7 +433,7 @@ MUTANTS = [
            ["tests/kernels/test_frf.py::test_sprung_body_is_two_quarter_cars"]),
     Mutant("sprung_body_held_at_rest", "sprung body: the guide keeps its held rate in heave after the static "
            "state (the body never moves)",
-           [("kernels/statics.py", "bu_k=model.bu_k.at[g, free].set(0.0)", "bu_k=model.bu_k.at[g, free[1:]].set(0.0)")],
+           [("kernels/statics.py", '"k": bu["k"].at[g, free].set(0.0)', '"k": bu["k"].at[g, free[1:]].set(0.0)')],
            ["tests/kernels/test_frf.py::test_sprung_body_is_two_quarter_cars"]),
     Mutant("static_blocks_unrefined", "static Newton by blocks: the iterative refinement step left out",
            [("kernels/statics.py", "    dr = dr + blocks.solve(elim, fac, Q - blocks.matvec(elim.pattern, A, dr))\n",

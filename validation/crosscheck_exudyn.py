@@ -196,17 +196,17 @@ def _bushing_force_function(model, i, cache, node1=None):
     """
     import exudyn as exu
     OT = exu.OutputVariableType
-    k = [float(x) for x in np.asarray(model.bu_k[i]) * np.asarray(model.bu_k_scale[i])]
-    c = [float(x) for x in np.asarray(model.bu_c[i]) * np.asarray(model.bu_c_scale[i])]
-    ks = np.asarray(model.bu_k_scale[i], float)
-    cs = np.asarray(model.bu_c_scale[i], float)
-    pre = [float(x) for x in np.asarray(model.bu_preload[i])]
-    off = [float(x) for x in np.asarray(model.bu_offset[i])]
-    kc = {kk: np.asarray(v)[i] for kk, v in model.bu_k_curve.items()}
-    cc = {kk: np.asarray(v)[i] for kk, v in model.bu_c_curve.items()}
+    k = [float(x) for x in np.asarray(model.elements["bushing"]["k"][i]) * np.asarray(model.elements["bushing"]["k_scale"][i])]
+    c = [float(x) for x in np.asarray(model.elements["bushing"]["c"][i]) * np.asarray(model.elements["bushing"]["c_scale"][i])]
+    ks = np.asarray(model.elements["bushing"]["k_scale"][i], float)
+    cs = np.asarray(model.elements["bushing"]["c_scale"][i], float)
+    pre = [float(x) for x in np.asarray(model.elements["bushing"]["preload"][i])]
+    off = [float(x) for x in np.asarray(model.elements["bushing"]["offset"][i])]
+    kc = {kk: np.asarray(v)[i] for kk, v in model.elements["bushing"]["kc"].items()}
+    cc = {kk: np.asarray(v)[i] for kk, v in model.elements["bushing"]["cc"].items()}
     kdirs = [j for j in range(6) if np.any(kc["coef"][j] != 0)]
     cdirs = [j for j in range(6) if np.any(cc["coef"][j] != 0)]
-    rot1T = np.asarray(model.bu_rot1[i], float).T
+    rot1T = np.asarray(model.elements["bushing"]["rot1"][i], float).T
 
     def uf(mbs, t, itemNumber, displacement, rotation, velocity, angularVelocity,
            stiffness, damping, rotJ0, rotJ1, offset):
@@ -320,19 +320,19 @@ def _bushing_linear(model, i):
     linearised at zero deflection (slope -> stiffness, value -> preload);
     the preload is expressed as an Exudyn offset ``f = k (x - offset)``.
     """
-    k = np.asarray(model.bu_k[i]) * np.asarray(model.bu_k_scale[i])
-    c = np.asarray(model.bu_c[i]) * np.asarray(model.bu_c_scale[i])
-    pre = np.asarray(model.bu_preload[i]).copy()
-    off = np.asarray(model.bu_offset[i]).copy()
-    kc = {kk: np.asarray(v)[i] for kk, v in model.bu_k_curve.items()}
-    cc = {kk: np.asarray(v)[i] for kk, v in model.bu_c_curve.items()}
+    k = np.asarray(model.elements["bushing"]["k"][i]) * np.asarray(model.elements["bushing"]["k_scale"][i])
+    c = np.asarray(model.elements["bushing"]["c"][i]) * np.asarray(model.elements["bushing"]["c_scale"][i])
+    pre = np.asarray(model.elements["bushing"]["preload"][i]).copy()
+    off = np.asarray(model.elements["bushing"]["offset"][i]).copy()
+    kc = {kk: np.asarray(v)[i] for kk, v in model.elements["bushing"]["kc"].items()}
+    cc = {kk: np.asarray(v)[i] for kk, v in model.elements["bushing"]["cc"].items()}
     for j in range(6):
         if np.any(kc["coef"][j] != 0):
-            s = np.asarray(model.bu_k_scale[i])[j]
+            s = np.asarray(model.elements["bushing"]["k_scale"][i])[j]
             pre[j] += s * (_curve_eval(kc, j, 0.0) - _curve_slope(kc, j, 0.0) * 0.0)
             k[j] += s * _curve_slope(kc, j, 0.0)
         if np.any(cc["coef"][j] != 0):
-            s = np.asarray(model.bu_c_scale[i])[j]
+            s = np.asarray(model.elements["bushing"]["c_scale"][i])[j]
             pre[j] += s * _curve_eval(cc, j, 0.0)
             c[j] += s * _curve_slope(cc, j, 0.0)
     # force on body 1 = k (x - off) + pre  ==  k (x - (off - pre / k))
@@ -401,12 +401,12 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
     cache = [None] * nb
     for i in range(nb):
         s1, s2 = (int(x) for x in topo.bushing_bodies[i])
-        mk0 = marker(s1, model.bu_pos1[i])
-        mk1 = marker(s2, model.bu_pos2[i])
+        mk0 = marker(s1, model.elements["bushing"]["pos1"][i])
+        mk1 = marker(s2, model.elements["bushing"]["pos2"][i])
         markers_bu.append((mk0, mk1))
         common = dict(name=topo.bushing_names[i], markerNumbers=[mk0, mk1],
-                      rotationMarker0=np.asarray(model.bu_rot1[i], float),
-                      rotationMarker1=np.asarray(model.bu_rot2[i], float))
+                      rotationMarker0=np.asarray(model.elements["bushing"]["rot1"][i], float),
+                      rotationMarker1=np.asarray(model.elements["bushing"]["rot2"][i], float))
         if formulation == "native":
             k, c, off = _bushing_linear(model, i)
             bu.append(mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
@@ -433,25 +433,25 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
             mbs.AddObject(ei.ObjectConnectorRigidBodySpringDamper(
                 name=topo.bushing_names[i] + "/moment", markerNumbers=[g0, b2],
                 springForceTorqueUserFunction=_reaction_moment_function(
-                    i, cache, None if s1 == m else nodes[s1], np.asarray(model.bu_rot1[i], float))))
+                    i, cache, None if s1 == m else nodes[s1], np.asarray(model.elements["bushing"]["rot1"][i], float))))
 
     pp = []
     npp = len(topo.p2p_names)
-    kc_all, cc_all = _np_tree(model.pp_k_curve), _np_tree(model.pp_c_curve)
+    kc_all, cc_all = _np_tree(model.elements["p2p"]["kc"]), _np_tree(model.elements["p2p"]["cc"])
     for i in range(npp):
         s1, s2 = (int(x) for x in topo.p2p_bodies[i])
-        prm = {"preload": float(model.pp_preload[i]), "k": float(model.pp_k[i]),
-               "c": float(model.pp_c[i]), "k_scale": float(model.pp_k_scale[i]),
-               "c_scale": np.asarray(model.pp_c_scale[i], float),
+        prm = {"preload": float(model.elements["p2p"]["preload"][i]), "k": float(model.elements["p2p"]["k"][i]),
+               "c": float(model.elements["p2p"]["c"][i]), "k_scale": float(model.elements["p2p"]["k_scale"][i]),
+               "c_scale": np.asarray(model.elements["p2p"]["c_scale"][i], float),
                "kc": {kk: v[i:i + 1] for kk, v in kc_all.items()},
                "cc": {kk: v[i:i + 1] for kk, v in cc_all.items()}}
         mk0 = mbs.AddMarker(ei.MarkerBodyPosition(bodyNumber=body_of[s1],
-                                                  localPosition=np.asarray(model.pp_pos1[i], float).tolist()))
+                                                  localPosition=np.asarray(model.elements["p2p"]["pos1"][i], float).tolist()))
         mk1 = mbs.AddMarker(ei.MarkerBodyPosition(bodyNumber=body_of[s2],
-                                                  localPosition=np.asarray(model.pp_pos2[i], float).tolist()))
+                                                  localPosition=np.asarray(model.elements["p2p"]["pos2"][i], float).tolist()))
         pp.append(mbs.AddObject(ei.ObjectConnectorSpringDamper(
             name=topo.p2p_names[i], markerNumbers=[mk0, mk1],
-            referenceLength=float(model.pp_length[i]),
+            referenceLength=float(model.elements["p2p"]["length"][i]),
             springForceUserFunction=_p2p_force_function(prm))))
 
     load_time = {"static": float(t_static)}
@@ -513,7 +513,7 @@ def build_exudyn(model: Model, exc=None, t_static=0.0, formulation="matched") ->
 
     mbs.Assemble()
     return ExudynAxle(SC, mbs, model, bodies, nodes, bu,
-                      np.asarray(model.bu_rot1, float), np.asarray(topo.bushing_bodies[:, 0]),
+                      np.asarray(model.elements["bushing"]["rot1"], float), np.asarray(topo.bushing_bodies[:, 0]),
                       pp, loads_idx, load_time, formulation, exc, sensors)
 
 

@@ -8,7 +8,6 @@ re-aligns each variant (``alignment: realign`` on a hardpoint parameter,
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import jax
 import numpy as np
@@ -218,8 +217,8 @@ def pretension(cfg, tol=1e-6):
     r = model.r_design
 
     def residual(p):
-        pre = model.bu_preload.at[rows, cols].add(signs * jax.numpy.concatenate([p, p]))
-        m = dataclasses.replace(model, bu_preload=pre)
+        pre = model.elements["bushing"]["preload"].at[rows, cols].add(signs * jax.numpy.concatenate([p, p]))
+        m = model.replace_elements(bushing={"preload": pre})
         return generalised_forces(m, r, jax.numpy.zeros_like(r), u).reshape(-1)
 
     p0 = np.zeros(n)

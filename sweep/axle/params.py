@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels import statics
+from kernels import forces, statics
 from kernels.names import DIRECTIONS
 from sweep.core.config import Bounds, ConfigError, Float, fmt
 
@@ -62,24 +62,10 @@ DIRECTION_GROUPS = {
     "radial": ("x", "y"), "axial": ("z",), "torsional": ("rz",), "cardanic": ("rx", "ry"),
     "translational": ("x", "y", "z"), "rotational": ("rx", "ry", "rz"), "all": DIRECTIONS,
 }
-TARGETS = {
-    # target: (model field, element kind, column or None)
-    "bushing.stiffness": ("bu_k_scale", "bushing", None),
-    "bushing.damping": ("bu_c_scale", "bushing", None),
-    "spring.rate": ("pp_k_scale", "spring", None),
-    "damper.compression": ("pp_c_scale", "damper", 0),
-    "damper.rebound": ("pp_c_scale", "damper", 1),
-    "damper.friction": ("pp_friction", "damper", None),
-    "bump_stop.force": ("pp_k_scale", "bump_stop", None),
-    "rebound_stop.force": ("pp_k_scale", "rebound_stop", None),
-    # flexible bodies (kernels.flexible): a factor on the modal stiffness
-    # omega^2 of every elastic mode (= E and G of the whole FE model scaled
-    # together: the Craig-Bampton modes are unchanged, exactly) / on the
-    # modal damping 2 zeta omega
-    "flexible.stiffness": (("flex", "k"), "flexible", None),
-    "flexible.damping": (("flex", "c"), "flexible", None),
-}
-VALUE_FIELDS = {"bushing.stiffness": "bu_k", "bushing.damping": "bu_c", "damper.friction": "pp_friction"}
+# flexible bodies (kernels.flexible): a factor on the modal stiffness omega^2
+# of every elastic mode (= E and G of the whole FE model scaled together: the
+# Craig-Bampton modes are unchanged, exactly) / on the modal damping 2 zeta omega
+FLEXIBLE_TARGETS = {"flexible.stiffness": ("flex", "k"), "flexible.damping": ("flex", "c")}
 KNOWN_KEYS = {"target", "elements", "directions", "mode", "nominal", "bounds", "scale"}
 HARDPOINT_KEYS = {"target", "points", "axis", "side", "nominal", "bounds", "scale", "alignment"}
 HARDPOINT = "hardpoint"
@@ -90,7 +76,7 @@ AXES = ("x", "y", "z")
 class Parameter:
     name: str
     target: str
-    field: object         # Model field name, or ("elements", group, key) for a registered group
+    field: object         # ("elements", group, key), ("flex", key) or a Model field name
     index: tuple          # index arrays into the field
     mode: str
     nominal: float
@@ -121,9 +107,12 @@ def _get_field(model, field):
 
 
 def group_targets(model):
-    """{target: (group, parameter key, column)} of the model's registered element groups."""
-    return {f"{g.name}.{t}": (g, key, col) for g in model.topology.extra_groups
-            for t, (key, col) in dict(g.targets).items()}
+    """{config target: (group, :class:`kernels.forces.Target`)} of the model's
+    element groups, in their order (the bushing's, the P2P elements', then a
+    registered group's): ``<group>.<target>``, or the target's own name for a
+    target of one kind (``spring.rate``)."""
+    return {(t if v.kind is not None else f"{g.name}.{t}"): (g, v)
+            for g in model.topology.element_groups for t, v in g.targets.items()}
 
 
 def _patterns(spec):
@@ -251,90 +240,86 @@ def build_parameters(spec, model) -> ParameterSet:
             continue
         check_keys(what, p, KNOWN_KEYS)
         target = p.get("target")
-        extra = group_targets(model)
-        if target not in TARGETS and target not in extra:
+        targets = group_targets(model)
+        if target not in targets and target not in FLEXIBLE_TARGETS:
             raise ConfigError(f"{what}.target = {target!r} is not one of "
-                              f"{', '.join(list(TARGETS) + list(extra) + [HARDPOINT])}")
+                              f"{', '.join(list(targets) + list(FLEXIBLE_TARGETS) + [HARDPOINT])}")
         pats = _patterns(p.get("elements", "*"))
-        if target in extra:
-            group, key, column = extra[target]
-            field, kind = ("elements", group.name, key), group.name
-        else:
-            field, kind, column = TARGETS[target]
-        if target in extra:
-            names = group.names(topo)
-            rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
-        elif kind == "bushing":
-            names = topo.bushing_names
-            rows = [i for i, n in enumerate(names) if any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
-            # a model's tyres (model.tyres, the road load cases) are values of
-            # the load case: their rate is also in the road's force input
-            # and the sprung body's guide is the rig, not the axle
-            rig = statics.rig_bushings(topo)
-            tyres = [i for i in rows if names[i] in rig]
-            if tyres and len(tyres) == len(rows):
-                raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches only {', '.join(rig)}: "
-                                  "the tyres' rate and damping are loadcase.tyre (or model.tyres), the sprung "
-                                  "body's guide is the rig; neither is a sweep target")
-            rows = [i for i in rows if i not in tyres]
-        elif kind == "flexible":        # rows: the modal slots of the matching flexible bodies
-            names = [topo.body_names[frame] for frame, _ in topo.flex_bodies]
-            slots = list(topo.modal_slots)
-            rows = [slots.index(s_) for (frame, ms), n in zip(topo.flex_bodies, names)
-                    if any(fnmatch.fnmatchcase(n, pt) for pt in pats) for s_ in ms]
-        else:
-            names = topo.p2p_names
-            rows = [i for i, n in enumerate(names)
-                    if topo.p2p_kinds[i] == kind and any(fnmatch.fnmatchcase(n, pt) for pt in pats)]
-        if not rows:
-            raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
-                             f"{kind} of model {topo.name!r}")
-        if target == "damper.friction":
-            plain = [names[i] for i in rows if topo.p2p_events[i] != "friction"
-                     and float(np.asarray(model.pp_friction_v)[i]) == 0.0]
-            if plain:
-                raise ConfigError(f"{what}: damper {plain[0]!r} has no friction law - give it "
-                                  "'friction: {force: ...}' in the model file (kernels.model: damper friction)")
+        matches = lambda n: any(fnmatch.fnmatchcase(n, pt) for pt in pats)  # noqa: E731
         mode = p.get("mode", "scale")
         if mode not in ("scale", "value"):
             raise ConfigError(f"{what}.mode = {mode!r} must be scale or value")
-        if kind == "bushing":
-            dirs = p.get("directions", "all")
-            dlist = []
-            for d in _patterns(dirs):
-                if d in DIRECTION_GROUPS:
-                    dlist += list(DIRECTION_GROUPS[d])
-                elif d in DIRECTIONS:
-                    dlist.append(d)
-                else:
-                    raise ConfigError(f"{what}.directions: unknown direction {d!r} (use "
-                                     f"{', '.join(DIRECTIONS)} or {', '.join(DIRECTION_GROUPS)})")
-            cols = sorted({DIRECTIONS.index(d) for d in dlist})
-            rr, cc = np.meshgrid(rows, cols, indexing="ij")
-            index = (rr.ravel(), cc.ravel())
-            if mode == "value":
-                field = VALUE_FIELDS[target]
-                curve = model.bu_k_curve if target == "bushing.stiffness" else model.bu_c_curve
-                has_curve = np.any(np.asarray(curve["coef"])[index] != 0, axis=(-1, -2))
-                if np.any(has_curve):
-                    j = int(np.nonzero(has_curve)[0][0])
-                    raise ConfigError(f"{what}: mode=value sets a linear coefficient, but "
-                                     f"{names[index[0][j]]} direction {DIRECTIONS[index[1][j]]} "
-                                     "has a curve (use mode=scale)")
-        elif kind == "flexible":
+        if target in FLEXIBLE_TARGETS:  # rows: the modal slots of the matching flexible bodies
+            kind, field = "flexible", FLEXIBLE_TARGETS[target]
+            names = [topo.body_names[frame] for frame, _ in topo.flex_bodies]
+            slots = list(topo.modal_slots)
+            rows = [slots.index(s_) for (frame, ms), n in zip(topo.flex_bodies, names) if matches(n)
+                    for s_ in ms]
+            if not rows:
+                raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
+                                  f"{kind} of model {topo.name!r}")
             if "directions" in p or mode == "value":
                 raise ConfigError(f"{what}: a flexible-body target takes neither directions nor mode=value "
                                   "(it scales every elastic mode)")
             rr, cc = np.meshgrid(rows, np.arange(6), indexing="ij")
             index = (rr.ravel(), cc.ravel())
         else:
-            if "directions" in p:       # would be ignored: a P2P / group element acts along one line
-                raise ConfigError(f"{what}.directions = {p['directions']!r}: {kind} elements have no "
-                                  "directions (only bushing targets do); leave the key out")
-            if mode == "value" and target not in VALUE_FIELDS:
-                raise ConfigError(f"{what}.mode = value is only for the targets "
-                                  f"{', '.join(VALUE_FIELDS)}")
-            index = (np.array(rows),) if column is None else (np.array(rows), np.full(len(rows), column))
+            group, tg = targets[target]
+            kind = tg.kind or group.name
+            names = group.names(topo)
+            kinds = group.kinds(topo) if tg.kind is not None else None
+            rows = [i for i, n in enumerate(names) if (kinds is None or kinds[i] == tg.kind) and matches(n)]
+            if group is forces.BUSHING:
+                # a model's tyres (model.tyres, the road load cases) are values of
+                # the load case: their rate is also in the road's force input
+                # and the sprung body's guide is the rig, not the axle
+                rig = statics.rig_bushings(topo)
+                tyres = [i for i in rows if names[i] in rig]
+                if tyres and len(tyres) == len(rows):
+                    raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches only "
+                                      f"{', '.join(rig)}: the tyres' rate and damping are loadcase.tyre "
+                                      "(or model.tyres), the sprung body's guide is the rig; neither is "
+                                      "a sweep target")
+                rows = [i for i in rows if i not in tyres]
+            if not rows:
+                raise ConfigError(f"{what}.elements = {p.get('elements', '*')!r} matches no "
+                                  f"{kind} of model {topo.name!r}")
+            if tg.requires is not None:
+                for i in rows:
+                    why = tg.requires(model, i)
+                    if why:
+                        raise ConfigError(f"{what}: {kind} {names[i]!r} {why}")
+            if mode == "value" and tg.value_key is None:
+                valued = [t for t, (_, v) in targets.items() if v.value_key is not None]
+                raise ConfigError(f"{what}.mode = value is only for the targets {', '.join(valued)}")
+            field = ("elements", group.name, tg.value_key if mode == "value" else tg.key)
+            if tg.directions:
+                dlist = []
+                for d in _patterns(p.get("directions", "all")):
+                    if d in DIRECTION_GROUPS:
+                        dlist += list(DIRECTION_GROUPS[d])
+                    elif d in DIRECTIONS:
+                        dlist.append(d)
+                    else:
+                        raise ConfigError(f"{what}.directions: unknown direction {d!r} (use "
+                                          f"{', '.join(DIRECTIONS)} or {', '.join(DIRECTION_GROUPS)})")
+                cols = sorted({DIRECTIONS.index(d) for d in dlist})
+                rr, cc = np.meshgrid(rows, cols, indexing="ij")
+                index = (rr.ravel(), cc.ravel())
+            else:
+                if "directions" in p:   # would be ignored: the element acts along one line
+                    raise ConfigError(f"{what}.directions = {p['directions']!r}: {kind} elements have no "
+                                      "directions (only bushing targets do); leave the key out")
+                index = ((np.array(rows),) if tg.column is None
+                         else (np.array(rows), np.full(len(rows), tg.column)))
+            if mode == "value" and tg.value_curve is not None:
+                curve = model.elements[group.name][tg.value_curve]
+                has_curve = np.any(np.asarray(curve["coef"])[index] != 0, axis=(-1, -2))
+                if np.any(has_curve):
+                    j = int(np.nonzero(has_curve)[0][0])
+                    raise ConfigError(f"{what}: mode=value sets a linear coefficient, but "
+                                      f"{names[index[0][j]]} direction {DIRECTIONS[index[1][j]]} "
+                                      "has a curve (use mode=scale)")
         if mode == "value" and "nominal" not in p:
             # bounds and nominal are then absolute values (N/m, N s/m): the
             # default nominal 1.0 would be a factor's, not the model's value

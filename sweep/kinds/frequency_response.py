@@ -250,8 +250,8 @@ def make_variant(model, pset, lc):
                                      lc["p2p_mounts"], np.asarray(lc["body_slots"]))
         if n_road:                      # the tyre's dynamic rate on each road input's column
             tyres = lc["tyres"]
-            k_t = m.bu_k_scale[tyres, 2] * m.bu_k[tyres, 2]
-            c_t = m.bu_c_scale[tyres, 2] * m.bu_c[tyres, 2]
+            k_t = m.elements["bushing"]["k_scale"][tyres, 2] * m.elements["bushing"]["k"][tyres, 2]
+            c_t = m.elements["bushing"]["c_scale"][tyres, 2] * m.elements["bushing"]["c"][tyres, 2]
             dyn = k_t[None, :] + 1j * omega[:, None] * c_t[None, :]          # (nf, n_road)
             scale = jnp.concatenate([jnp.ones((len(omega), n_force), dyn.dtype), dyn], axis=1)
             res = frf.FrequencyResponse(*(a * scale.reshape(len(omega), *([1] * (a.ndim - 2)), -1) for a in res))

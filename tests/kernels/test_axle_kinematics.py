@@ -10,7 +10,6 @@ constraints), the kinematics a loop closure written here from the YAML's
 hardpoints.
 """
 import copy
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -227,11 +226,11 @@ def test_published_spring_is_piecewise_linear_at_design():
     zero travel) keeps its straight segment: force at design travel + seat
     offset on the published line, rate 22 kN/m (the cubic used before bent
     it to 4130 N / 16 kN/m)."""
-    from kernels.forces import p2p_law, p2p_params
+    from kernels.forces import p2p_law
     cfg = load_model_cfg("double_wishbone")
     model = build_model(build_tables(cfg))
     i = model.topology.p2p_names.index("main_spring_left")
-    prm = jax.tree_util.tree_map(lambda a: a[i], p2p_params(model))
+    prm = jax.tree_util.tree_map(lambda a: a[i], model.elements["p2p"])
     L_design = float(prm["length"]) - cfg["per_side"]["p2p"]["main_spring"]["seat_offset"]
     for travel in (-0.05, 0.0, 0.01, 0.03):
         push = -float(p2p_law(prm, jnp.asarray(L_design - travel), 0.0))
@@ -246,7 +245,7 @@ def test_reference_bushing_carries_no_bind():
     it rises steeply: that bushing would carry bind)."""
     model = build_model(build_tables(load_model_cfg("double_wishbone")))
     rows = [model.topology.bushing_names.index(f"longitudinal_link_body_{s}") for s in ("left", "right")]
-    stiff = dataclasses.replace(model, bu_k=model.bu_k.at[jnp.array(rows)[:, None], jnp.array([0, 1])].multiply(10.0))
+    stiff = model.replace_elements(bushing={"k": model.elements["bushing"]["k"].at[jnp.array(rows)[:, None], jnp.array([0, 1])].multiply(10.0)})
 
     @jax.jit
     def rate(m):
@@ -304,7 +303,7 @@ def test_kc_travel_with_stiff_joints_equals_rigid_joint_kinematics():
     rigid-joint loop closure of the same hardpoints to 1e-3 deg / 0.01 mm."""
     cfg = load_model_cfg("double_wishbone")
     model = build_model(build_tables(cfg))
-    stiff = dataclasses.replace(model, bu_k=model.bu_k.at[:, :3].multiply(1000.0))
+    stiff = model.replace_elements(bushing={"k": model.elements["bushing"]["k"].at[:, :3].multiply(1000.0)})
     travel = np.linspace(-0.05, 0.05, 11)     # the stops (>= 60 mm clear) stay out of it
 
     @jax.jit

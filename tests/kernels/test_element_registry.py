@@ -145,7 +145,9 @@ def test_yaml_section_tables_and_model(torsion_group, tor_tables, tor_model, dw_
     assert topo.n_force_elements == dw_model.topology.n_force_elements + 2
     # the built-in groups and every other table are untouched
     assert topo.bushing_names == dw_model.topology.bushing_names
-    for f in ("bu_k", "bu_pos1", "pp_length", "mass", "r_design"):
+    for g, k in (("bushing", "k"), ("bushing", "pos1"), ("p2p", "length")):
+        np.testing.assert_array_equal(tor_model.elements[g][k], dw_model.elements[g][k])
+    for f in ("mass", "r_design"):
         np.testing.assert_array_equal(getattr(tor_model, f), getattr(dw_model, f))
     assert topo != dw_model.topology and hash(topo) != hash(dw_model.topology)
     assert build_model(tor_tables).topology == topo          # structural equality
@@ -206,7 +208,7 @@ def test_sweep_parameter_on_the_registered_group(tor_model):
     m = pset.apply(tor_model, jnp.array([3.0, 1.5]))
     np.testing.assert_array_equal(m.elements[NAME]["k"], [3.0 * K_TORSION, K_TORSION])
     np.testing.assert_array_equal(m.elements[NAME]["rot1"], tor_model.elements[NAME]["rot1"])
-    assert float(m.bu_k_scale[tor_model.topology.bushing_names.index("upper_arm_rear_left"), 0]) == 1.5
+    assert float(m.elements["bushing"]["k_scale"][tor_model.topology.bushing_names.index("upper_arm_rear_left"), 0]) == 1.5
     assert m.topology == tor_model.topology
     # differentiable with respect to the parameter
     g = jax.grad(lambda th: jnp.sum(pset.apply(tor_model, th).elements[NAME]["k"]))(jnp.array([1.0, 1.0]))

@@ -43,7 +43,7 @@ def states(model, dx=np.zeros(6), v2=np.zeros(6)):
 
 
 def bu_prm(model):
-    return jax.tree_util.tree_map(lambda a: a[0], forces.bushing_params(model))
+    return jax.tree_util.tree_map(lambda a: a[0], model.elements["bushing"])
 
 
 def test_bushing_linear_force_in_marker_frame():
@@ -84,7 +84,7 @@ def test_element_forces_balance_linear_and_angular_momentum(kind):
     p2p = {"kind": "spring", "stiffness": 2e4, "preload": 300.0} if kind == "p2p" else None
     model = build_model(two_body_tables(bushing, p2p))
     fn = forces.bushing_element if kind == "bushing" else forces.p2p_element
-    prm = jax.tree_util.tree_map(lambda a: a[0], (forces.bushing_params if kind == "bushing" else forces.p2p_params)(model))
+    prm = jax.tree_util.tree_map(lambda a: a[0], model.elements[kind])
     x1, x2 = states(model, dx=np.array([1e-3, -2e-3, 3e-3, 0.01, -0.02, 0.015]), v2=np.array([0.1, 0.2, -0.1, 1, -2, 0.5]))
     g1, g2 = fn(prm, x1, x2)
     np.testing.assert_allclose(g1[:3] + g2[:3], 0, atol=1e-9)
@@ -101,7 +101,7 @@ def test_p2p_laws():
 
     def tension(p2p, ds):  # ds: shortening of the element along its line [m]
         model = build_model(two_body_tables(p2p=p2p))
-        prm = jax.tree_util.tree_map(lambda a: a[0], forces.p2p_params(model))
+        prm = jax.tree_util.tree_map(lambda a: a[0], model.elements["p2p"])
         x1, x2 = states(model, dx=np.concatenate([-ds * e, np.zeros(3)]))
         return float(forces.p2p_tension(prm, x1, x2)[0])
 
@@ -127,7 +127,7 @@ def test_element_jacobian_matches_finite_differences(kind):
     p2p = {"kind": "damper", "curve": {"x": [-1, 0, 0.5, 1], "y": [-900, 0, 300, 500]}} if kind == "p2p" else None
     model = build_model(two_body_tables(bushing, p2p))
     fn = forces.bushing_element if kind == "bushing" else forces.p2p_element
-    prm = jax.tree_util.tree_map(lambda a: a[0], (forces.bushing_params if kind == "bushing" else forces.p2p_params)(model))
+    prm = jax.tree_util.tree_map(lambda a: a[0], model.elements[kind])
     x1, x2 = states(model, dx=np.array([2e-3, -1e-3, 4e-3, 0.02, 0.01, -0.03]), v2=np.array([0.1, -0.2, 0.3, 0.5, -1, 0.7]))
     J = jax.jacfwd(lambda a, b: jnp.concatenate(fn(prm, a, b)), argnums=(0, 1))(x1, x2)
     for arg, Jarg in ((0, J[0]), (1, J[1])):

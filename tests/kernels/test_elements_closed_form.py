@@ -38,7 +38,7 @@ def test_closed_form_bushing_jacobian_matches_autodiff_with_curves():
                "damping_curves": {"rz": {"x": [-1, 0, 1], "y": [-5, 0, 2]}},
                "preload": [10, -20, 30, 1, -2, 3], "offset": [1e-3, 0, -2e-3, 0.01, 0, 0.02]}
     model = build_model(two_body_tables(bushing))
-    prm = forces.bushing_params(model)
+    prm = model.elements["bushing"]
     rng = np.random.default_rng(7)
     xs1, xs2 = [], []
     for _ in range(6):
@@ -58,8 +58,7 @@ def test_closed_form_jacobians_match_autodiff_on_the_axle(dw_model, kind):
     r, v = random_state(dw_model, seed=4)
     x = states_with_ground(r, v)
     b = getattr(dw_model.topology, f"{kind}_bodies")
-    params = forces.bushing_params if kind == "bushing" else forces.p2p_params
-    _closed_vs_autodiff(params(dw_model), x[b[:, 0]], x[b[:, 1]], kind)
+    _closed_vs_autodiff(dw_model.elements[kind], x[b[:, 0]], x[b[:, 1]], kind)
 
 
 def test_closed_form_p2p_jacobian_matches_autodiff_with_curves():
@@ -73,7 +72,7 @@ def test_closed_form_p2p_jacobian_matches_autodiff_with_curves():
     rng = np.random.default_rng(2)
     for p2p in kinds:
         model = build_model(two_body_tables(p2p=p2p))
-        prm = forces.p2p_params(model)
+        prm = model.elements["p2p"]
         if p2p["kind"] == "damper":
             prm = dict(prm, c_scale=jnp.array([[0.8, 1.3]]))
         xs1, xs2 = [], []

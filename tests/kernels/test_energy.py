@@ -97,6 +97,7 @@ def potential_energy(model, r, u, parts=None):
     """Gravity + dead wheel loads + bushing and P2P potentials [J]; ``parts``
     (a dict) receives the potential of every P2P element by name."""
     md = np_model(model)
+    bu, pp = md.elements["bushing"], md.elements["p2p"]
     topo = model.topology
     P, R = body_frames(r)
     V = -float(np.sum(md.mass[:, None] * md.gravity[None, :] * np.asarray(r)[:, :3]))
@@ -104,26 +105,26 @@ def potential_energy(model, r, u, parts=None):
         V -= float(np.dot(u[s, :3], P[slot]))
     # bushings
     for i, (b1, b2) in enumerate(np.asarray(topo.bushing_bodies)):
-        pm1 = P[b1] + R[b1] @ md.bu_pos1[i]
-        pm2 = P[b2] + R[b2] @ md.bu_pos2[i]
-        Rm1, Rm2 = R[b1] @ md.bu_rot1[i], R[b2] @ md.bu_rot2[i]
+        pm1 = P[b1] + R[b1] @ bu["pos1"][i]
+        pm2 = P[b2] + R[b2] @ bu["pos2"][i]
+        Rm1, Rm2 = R[b1] @ bu["rot1"][i], R[b2] @ bu["rot2"][i]
         defl = np.concatenate([Rm1.T @ (pm2 - pm1), Rotation.from_matrix(Rm1.T @ Rm2).as_rotvec()])
-        e = defl - md.bu_offset[i]
+        e = defl - bu["offset"][i]
         for j in range(6):
-            tab = {k: md.bu_k_curve[k][i, j] for k in ("breaks", "origin", "coef")}
+            tab = {k: bu["kc"][k][i, j] for k in ("breaks", "origin", "coef")}
             curve = quad(lambda x: table_value(tab, x), tab["breaks"], 0.0, e[j]) if np.any(tab["coef"]) else 0.0
-            V += md.bu_k_scale[i, j] * (0.5 * md.bu_k[i, j] * e[j] ** 2 + curve) + md.bu_preload[i, j] * e[j]
+            V += bu["k_scale"][i, j] * (0.5 * bu["k"][i, j] * e[j] ** 2 + curve) + bu["preload"][i, j] * e[j]
     # P2P: push(s) = push0 + k_scale (elastic(s) - push0), elastic = preload + k s + curve(s)
     for i, (b1, b2) in enumerate(np.asarray(topo.p2p_bodies)):
-        pm1 = P[b1] + R[b1] @ md.pp_pos1[i]
-        pm2 = P[b2] + R[b2] @ md.pp_pos2[i]
-        s = md.pp_length[i] - np.linalg.norm(pm2 - pm1)
-        tab = {k: md.pp_k_curve[k][i] for k in ("breaks", "origin", "coef")}
+        pm1 = P[b1] + R[b1] @ pp["pos1"][i]
+        pm2 = P[b2] + R[b2] @ pp["pos2"][i]
+        s = pp["length"][i] - np.linalg.norm(pm2 - pm1)
+        tab = {k: pp["kc"][k][i] for k in ("breaks", "origin", "coef")}
 
         def elastic(x, i=i, tab=tab):
-            return md.pp_preload[i] + md.pp_k[i] * x + table_value(tab, x)
+            return pp["preload"][i] + pp["k"][i] * x + table_value(tab, x)
         push0 = elastic(0.0)
-        Vi = quad(lambda x: push0 + md.pp_k_scale[i] * (elastic(x) - push0), tab["breaks"], 0.0, s)
+        Vi = quad(lambda x: push0 + pp["k_scale"][i] * (elastic(x) - push0), tab["breaks"], 0.0, s)
         V += Vi
         if parts is not None:
             parts[topo.p2p_names[i]] = Vi
@@ -150,27 +151,27 @@ def dissipation_power(model, r, v):
         x = P[b] + jnp.einsum("bij,bj->bi", R[b], s)
         return x, V[b] + jnp.cross(W[b], x - P[b])
     bb = np.asarray(topo.bushing_bodies)
-    pm1, vm1 = point(bb[:, 0], model.bu_pos1)
-    pm2, vm2 = point(bb[:, 1], model.bu_pos2)
-    Rm1 = jnp.einsum("bij,bjk->bik", R[bb[:, 0]], model.bu_rot1)
+    pm1, vm1 = point(bb[:, 0], model.elements["bushing"]["pos1"])
+    pm2, vm2 = point(bb[:, 1], model.elements["bushing"]["pos2"])
+    Rm1 = jnp.einsum("bij,bjk->bik", R[bb[:, 0]], model.elements["bushing"]["rot1"])
     w1, w2 = W[bb[:, 0]], W[bb[:, 1]]
     rho_t = jnp.einsum("bji,bj->bi", Rm1, vm2 - vm1 - jnp.cross(w1, pm2 - pm1))
     rho_r = jnp.einsum("bji,bj->bi", Rm1, w2 - w1)
     rho = jnp.concatenate([rho_t, rho_r], 1)
-    cc = model.bu_c_curve
+    cc = model.elements["bushing"]["cc"]
     curve = jax.vmap(jax.vmap(_jtable, in_axes=({"breaks": 0, "origin": 0, "coef": 0}, 0)),
                      in_axes=({"breaks": 0, "origin": 0, "coef": 0}, 0))(cc, rho)
-    fd = model.bu_c_scale * (model.bu_c * rho + curve)
+    fd = model.elements["bushing"]["c_scale"] * (model.elements["bushing"]["c"] * rho + curve)
     power = jnp.sum(fd * rho)
     pb = np.asarray(topo.p2p_bodies)
     if len(pb):
-        q1, u1 = point(pb[:, 0], model.pp_pos1)
-        q2, u2 = point(pb[:, 1], model.pp_pos2)
+        q1, u1 = point(pb[:, 0], model.elements["p2p"]["pos1"])
+        q2, u2 = point(pb[:, 1], model.elements["p2p"]["pos2"])
         L = jnp.linalg.norm(q2 - q1, axis=1)
         Ldot = jnp.sum((q2 - q1) * (u2 - u1), 1) / L
-        damp = model.pp_c * Ldot + jax.vmap(_jtable)(model.pp_c_curve, Ldot)
+        damp = model.elements["p2p"]["c"] * Ldot + jax.vmap(_jtable)(model.elements["p2p"]["cc"], Ldot)
         wgt = 0.5 * (1.0 + jnp.tanh(Ldot / 1e-3))        # blend width 1 mm/s (tests/kernels/test_p2p_analytic.py)
-        cs = model.pp_c_scale
+        cs = model.elements["p2p"]["c_scale"]
         power = power + jnp.sum(damp * (cs[:, 0] + (cs[:, 1] - cs[:, 0]) * wgt) * Ldot)
     return power
 
@@ -178,8 +179,8 @@ def dissipation_power(model, r, v):
 # ----------------------------------------------------------------------------- fixtures
 
 def _undamped(model):
-    return dataclasses.replace(model, bu_c_scale=jnp.zeros_like(model.bu_c_scale),
-                               pp_c_scale=jnp.zeros_like(model.pp_c_scale))
+    return model.replace_elements(bushing={"c_scale": jnp.zeros_like(model.elements["bushing"]["c_scale"])},
+                                  p2p={"c_scale": jnp.zeros_like(model.elements["p2p"]["c_scale"])})
 
 
 def _loads():

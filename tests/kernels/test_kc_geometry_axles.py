@@ -1,5 +1,4 @@
 """The K&C geometry metrics of the double wishbone and the multi-link against central differences of the nonlinear model: design position, travel curve off design, steering curve, rack option, kerb load, and models without steering joint or vehicle data."""
-import dataclasses
 import functools
 import jax
 import jax.numpy as jnp
@@ -29,13 +28,13 @@ def _solve_batch(model, z_off, rack, joints):
     m = model.topology.n_bodies
 
     def one(dz, dr):
-        pos2 = model.bu_pos2
+        pos2 = model.elements["bushing"]["pos2"]
         for s in range(2):
             j = joints[s]
             b2 = int(model.topology.bushing_bodies[j, 1])
             R2 = jnp.eye(3) if b2 == m else euler_to_matrix(eq0.r[b2, 3:])
             pos2 = pos2.at[j].add(dr[s] * R2[1, :])
-        eq = kc.constrained_equilibrium(dataclasses.replace(model, bu_pos2=pos2), zero, z0 + dz,
+        eq = kc.constrained_equilibrium(model.replace_elements(bushing={"pos2": pos2}), zero, z0 + dz,
                                         r_start=eq0.r, fz_start=eq0.fz, tol=TOL, max_iter=80)
         return eq.r, eq.fz, eq.converged
     return jax.vmap(one)(z_off, rack)
@@ -59,7 +58,7 @@ def _p2p_length(model, r, i):
     def point(b, pos):
         pos = np.asarray(pos)
         return pos if b == m else r[b, :3] + _rot(r[b, 3:]) @ pos
-    return np.linalg.norm(point(b2, model.pp_pos2[i]) - point(b1, model.pp_pos1[i]))
+    return np.linalg.norm(point(b2, model.elements["p2p"]["pos2"][i]) - point(b1, model.elements["p2p"]["pos1"][i]))
 
 
 def oracle(model, base=(0.0, 0.0)):
@@ -261,7 +260,7 @@ def test_double_wishbone_steering_axis_is_the_ball_joint_line_with_rigid_joints(
     """Rigid-joint kinematics: with every bushing's translational stiffness
     1000-fold, the steering axis (travel locked by the lower link) must pass
     through the carrier-side points of the upper and lower ball joints."""
-    model = dataclasses.replace(dw_locked, bu_k=dw_locked.bu_k.at[:, :3].multiply(1e3))
+    model = dw_locked.replace_elements(bushing={"k": dw_locked.elements["bushing"]["k"].at[:, :3].multiply(1e3)})
     M, r = jax.device_get(_metrics_and_position(model))
     names = list(model.topology.bushing_names)
     m = model.topology.n_bodies
@@ -271,7 +270,7 @@ def test_double_wishbone_steering_axis_is_the_ball_joint_line_with_rigid_joints(
             i = names.index(f"{bushing}_{side}")
             b = int(model.topology.bushing_bodies[i, 1])
             assert b != m
-            return r[b, :3] + _rot(r[b, 3:]) @ np.asarray(model.bu_pos2[i])
+            return r[b, :3] + _rot(r[b, 3:]) @ np.asarray(model.elements["bushing"]["pos2"][i])
         U, N = carrier_point("upper_ball_joint"), carrier_point("lower_link_carrier")
         e = (U - N) / np.linalg.norm(U - N)
         w = int(model.topology.wheel_slots[s])

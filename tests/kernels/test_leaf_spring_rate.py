@@ -216,19 +216,21 @@ def measured():
         wc = eq.r[m.topology.wheel_slots, 2] - kc.design_heights(m)
         return met["wheel_rate"], eq.converged, wc
 
-    k = model.bu_k
+    k = model.elements["bushing"]["k"]
     series = k.at[np.ix_(np.r_[ends, joints, bearings], [0, 1, 2])].multiply(STIFF)
     no_torsion = k.at[ends, 5].set(0.0)
-    unloaded = dict(bu_preload=jnp.zeros_like(model.bu_preload), gravity=jnp.zeros_like(model.gravity))
+    def unloaded(m):
+        m = m.replace_elements(bushing={"preload": jnp.zeros_like(m.elements["bushing"]["preload"])})
+        return dataclasses.replace(m, gravity=jnp.zeros_like(m.gravity))
     s = W_LOW / W
     rep = dataclasses.replace
     variants = {
         "nominal": (model, W),
-        "series_stiff": (rep(model, bu_k=series), W),
-        "torsion_off": (rep(model, bu_k=no_torsion), W),
-        "preload_off": (rep(model, **unloaded), 0.0),
-        "all_off": (rep(model, bu_k=series.at[ends, 5].set(0.0), **unloaded), 0.0),
-        "scaled_5kN": (rep(model, bu_preload=s * model.bu_preload, gravity=s * model.gravity), W_LOW),
+        "series_stiff": (model.replace_elements(bushing={"k": series}), W),
+        "torsion_off": (model.replace_elements(bushing={"k": no_torsion}), W),
+        "preload_off": (unloaded(model), 0.0),
+        "all_off": (unloaded(model.replace_elements(bushing={"k": series.at[ends, 5].set(0.0)})), 0.0),
+        "scaled_5kN": (rep(model.replace_elements(bushing={"preload": s * model.elements["bushing"]["preload"]}), gravity=s * model.gravity), W_LOW),
         "ride_5kN": (model, W_LOW),
     }
     out, t0 = {}, time.perf_counter()

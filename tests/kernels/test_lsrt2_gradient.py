@@ -21,12 +21,11 @@ def test_gradient_through_the_integration_matches_finite_differences():
     from kernels.model import build_model
     from tests.conftest import single_mount_tables
     from kernels.system import model_system
-    import dataclasses
     model = build_model(single_mount_tables())
     exc = loads.excitation(np.zeros((2, 6)))
 
     def final_z(scale):
-        m = dataclasses.replace(model, bu_k_scale=model.bu_k_scale * scale)
+        m = model.replace_elements(bushing={"k_scale": model.elements["bushing"]["k_scale"] * scale})
         out = LSRT2.simulate(model_system(m, exc), m.r_design.reshape(-1), jnp.zeros(6), 0.0, 1e-3, 51)
         return out.outputs["r"][-1, 2] + 0.3 * out.outputs["r"][-1, 4]
 

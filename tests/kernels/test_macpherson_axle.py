@@ -9,7 +9,6 @@ rod length, wheel-centre height).
 
 One compiled program serves the nominal and the stiffened axle (the model's
 values are run-time inputs)."""
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -159,7 +158,7 @@ def test_kc_travel_with_stiff_joints_equals_rigid_joint_kinematics(axle):
     (toe, camber, wheel-centre x / y) equals the loop closure to 1e-3 deg /
     0.01 mm; and the linkage really moves the wheel."""
     cfg, model, _ = axle
-    stiff = dataclasses.replace(model, bu_k=model.bu_k.at[:, :3].multiply(1000.0))
+    stiff = model.replace_elements(bushing={"k": model.elements["bushing"]["k"].at[:, :3].multiply(1000.0)})
     eq0, _, _, c = jax.tree_util.tree_map(np.asarray, _sign_off(stiff))
     assert bool(eq0.converged) and bool(np.all(c["converged"]))
     wc0 = np.asarray(metrics.wheel_centre_position(stiff, eq0.r))[0]

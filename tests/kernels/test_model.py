@@ -118,7 +118,11 @@ def test_builtin_element_groups_and_shared_names(dw_model):
     from kernels import forces, model, names
     topo = dw_model.topology
     assert topo.element_groups == (forces.GROUPS["bushing"], forces.GROUPS["p2p"])
-    assert topo.extra_groups == () and topo.group_bodies == {} and dw_model.elements == {}
+    assert topo.extra_groups == () and topo.group_bodies == {}
+    # every group's parameters are in the element tables, with the keys its table declares
+    assert list(dw_model.elements) == ["bushing", "p2p"]
+    assert set(dw_model.elements["bushing"]) == set(forces.BUSHING_PARAMS)
+    assert set(dw_model.elements["p2p"]) == set(forces.P2P_PARAMS)
     np.testing.assert_array_equal(topo.element_bodies,
                                   np.concatenate([topo.bushing_bodies, topo.p2p_bodies]))
     assert topo.n_force_elements == len(topo.bushing_names) + len(topo.p2p_names)

@@ -1,7 +1,6 @@
 """Modal analysis (kernels/modes.py) against an independent eigen solve:
 scipy's nonsymmetric eigen solver on the state matrix assembled here from a
 dense forward-mode Jacobian of q (not the project's block linearisation)."""
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +71,7 @@ def test_mode_participation(dw_modes):
     bnames = model.topology.bushing_names
     rows = [i for i, n in enumerate(bnames) if n.startswith("wheel_bearing")]
     assert bu[0, rows].sum() > 0.99
-    k_spin = sum(float(model.bu_k[i, 5]) for i in rows) / 2        # per wheel
+    k_spin = sum(float(model.elements["bushing"]["k"][i, 5]) for i in rows) / 2        # per wheel
     assert float(md.frequency[0]) == pytest.approx(np.sqrt(k_spin / 0.9) / (2 * np.pi), rel=0.02)
 
 
@@ -130,7 +129,7 @@ def test_asymmetric_axle_takes_the_full_eigen_solve(dw_model):
     asymmetry), the full solve still equals scipy's, some modes are mixed."""
     names = list(dw_model.topology.bushing_names)
     b = names.index("lower_link_body_left")
-    model = dataclasses.replace(dw_model, bu_k_scale=dw_model.bu_k_scale.at[b].multiply(1.01))
+    model = dw_model.replace_elements(bushing={"k_scale": dw_model.elements["bushing"]["k_scale"].at[b].multiply(1.01)})
     eq = jax.jit(kc.design_position)(model)
     u = kc.design_loads(eq)
     md = jax.jit(lambda m, r, uu: modes.modes(m, r, uu, 24))(model, eq.r, u)

@@ -78,7 +78,7 @@ def test_static_equilibrium_force_and_moment_balance(ml_model, ml_equilibrium, s
     r = np.asarray(eq.r)
     u = np.asarray(loads.u_at(step_excitation, 4.9))
     out = np.asarray(jax.jit(metrics.bushing_forces)(model, eq.r, jnp.zeros_like(eq.r)))   # jitted: op by op ~10 s
-    pos1 = np.asarray(model.bu_pos1)
+    pos1 = np.asarray(model.elements["bushing"]["pos1"])
     m = topo.n_bodies
     force, moment = np.zeros(3), np.zeros(3)   # of the body (chassis) on the axle, about the origin
     for i, (b1, b2) in enumerate(topo.bushing_bodies):
@@ -124,9 +124,9 @@ def test_equilibrium_is_symmetric_near_design_and_stops_are_clear(ml_model, ml_e
         if kind not in ("bump_stop", "rebound_stop"):
             continue
         b1, b2 = topo.p2p_bodies[k]
-        p1 = r[b1, :3] + _rotation(r[b1, 3:]) @ np.asarray(model.pp_pos1[k])
-        p2 = r[b2, :3] + _rotation(r[b2, 3:]) @ np.asarray(model.pp_pos2[k])
-        s = float(model.pp_length[k]) - np.linalg.norm(p2 - p1)    # compression travel [m]
+        p1 = r[b1, :3] + _rotation(r[b1, 3:]) @ np.asarray(model.elements["p2p"]["pos1"][k])
+        p2 = r[b2, :3] + _rotation(r[b2, 3:]) @ np.asarray(model.elements["p2p"]["pos2"][k])
+        s = float(model.elements["p2p"]["length"][k]) - np.linalg.norm(p2 - p1)    # compression travel [m]
         travel = s if kind == "bump_stop" else -s
         assert travel < tables[name]["clearance"] - 0.03, (name, travel)
 

@@ -28,7 +28,7 @@ E = (P2 - P1) / L0
 
 def element(p2p, **overrides):
     model = build_model(two_body_tables(p2p=p2p))
-    prm = jax.tree_util.tree_map(lambda a: a[0], forces.p2p_params(model))
+    prm = jax.tree_util.tree_map(lambda a: a[0], model.elements["p2p"])
     prm = dict(prm, **{k: jnp.asarray(v, prm[k].dtype) for k, v in overrides.items()})
     return model, prm
 

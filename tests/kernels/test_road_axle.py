@@ -94,8 +94,8 @@ def test_sprung_body_rests_in_the_static_state_of_the_held_axle():
     assert float(jnp.max(jnp.abs(q))) < 1e-6
     g = statics.guide_row(sprung.topology)
     free = list(SPRUNG_BODY_FREE)
-    np.testing.assert_array_equal(np.asarray(rest.bu_k[g, free]), 0.0)
-    assert abs(float(rest.bu_preload[g, 2])) > 100.0       # the body's weight differs from the springs' force
+    np.testing.assert_array_equal(np.asarray(rest.elements["bushing"]["k"][g, free]), 0.0)
+    assert abs(float(rest.elements["bushing"]["preload"][g, 2])) > 100.0       # the body's weight differs from the springs' force
     # the body mounts are the toy's bushings to the chassis, now on the body
     from sweep.kinds.rough_road import body_mounts
     assert body_mounts(sprung.topology) == body_mounts(plain.topology)

@@ -86,7 +86,7 @@ def element_system(tables, switching=True):
     elements with their built state (a stop by the sign of its penetration,
     no friction force) and no events."""
     model = build_model(tables)
-    prm = forces.p2p_params(model)
+    prm = model.elements["p2p"]
     ev = np.array([e != "" for e in model.topology.p2p_events])
     is_contact = np.array([e == "contact" for e in model.topology.p2p_events])
     g = float(model.gravity[2])
@@ -105,7 +105,7 @@ def element_system(tables, switching=True):
                                  jnp.zeros((6, 1)), jnp.eye(6)[None])
         return integrate.System(linearise=lin, q=q, rates=lambda r, v: v, u=lambda t: jnp.zeros(1),
                                 du=lambda t: jnp.zeros(1))
-    built = (model.pp_contact, model.pp_slip, model.pp_anchor, jnp.zeros(()))
+    built = (model.elements["p2p"]["contact"], model.elements["p2p"]["slip"], model.elements["p2p"]["anchor"], jnp.zeros(()))
     if not switching or not ev.any():
         return make(built)
 

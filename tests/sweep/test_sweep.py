@@ -229,11 +229,11 @@ def test_parameters_act_on_the_model(dw_model):
     m = pset.apply(dw_model, np.array([3.0, 1.5, 2e8]))
     names = dw_model.topology.bushing_names
     i = names.index("longitudinal_link_body_right")
-    np.testing.assert_allclose(np.asarray(m.bu_k_scale[i]), [3, 3, 1, 1, 1, 1])
+    np.testing.assert_allclose(np.asarray(m.elements["bushing"]["k_scale"][i]), [3, 3, 1, 1, 1, 1])
     j = dw_model.topology.p2p_names.index("damper_left")
-    np.testing.assert_allclose(np.asarray(m.pp_c_scale[j]), [1.0, 1.5])
+    np.testing.assert_allclose(np.asarray(m.elements["p2p"]["c_scale"][j]), [1.0, 1.5])
     t = names.index("tie_rod_inner_left")
-    assert float(m.bu_k[t, 2]) == 2e8 and float(m.bu_k[t, 0]) == float(dw_model.bu_k[t, 0])
+    assert float(m.elements["bushing"]["k"][t, 2]) == 2e8 and float(m.elements["bushing"]["k"][t, 0]) == float(dw_model.elements["bushing"]["k"][t, 0])
 
 
 # the jobs of this file run as `python -m sweep` subprocesses on one CPU

@@ -65,7 +65,7 @@ def test_the_geometry_really_moves_and_the_right_side_mirrors():
     assert dy_l > 1e-4 and dy_r == pytest.approx(-dy_l, rel=1e-12)
     assert not np.allclose(np.asarray(moved.inertia)[arm_l], np.asarray(nominal.inertia)[arm_l])
     b = list(nominal.topology.bushing_names).index("rear_mount_left")
-    assert not np.allclose(np.asarray(moved.bu_pos1)[b], np.asarray(nominal.bu_pos1)[b])
+    assert not np.allclose(np.asarray(moved.elements["bushing"]["pos1"])[b], np.asarray(nominal.elements["bushing"]["pos1"])[b])
     # one side only: the other side's arm stays where it was
     pv_l, _ = per_variant("toy_trailing_arm", {"target": "hardpoint", "points": ["PR"], "axis": "y",
                                                "side": "left", "bounds": [-0.01, 0.01]})
@@ -79,7 +79,7 @@ def test_a_reference_length_follows_a_moved_spring_seat():
                                                    "bounds": [-0.02, 0.02]})
     moved = Lifted(nominal).rebuild(pv(np.array([[0.015]]))[0])
     k = list(nominal.topology.p2p_names).index("spring_left")
-    assert float(moved.pp_length[k] - nominal.pp_length[k]) == pytest.approx(0.015, rel=0.05)
+    assert float(moved.elements["p2p"]["length"][k] - nominal.elements["p2p"]["length"][k]) == pytest.approx(0.015, rel=0.05)
 
 
 @pytest.mark.parametrize("spec,match", [

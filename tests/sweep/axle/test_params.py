@@ -5,7 +5,6 @@ do not use scatters: the 0/1-mask formulation that sweep.tune used before
 (written out here) and central differences, in scale and value mode, with
 two parameters acting on the same entries, and under vmap (as the engine
 applies it)."""
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +14,14 @@ import pytest
 import kernels  # noqa: F401  (float64)
 from tests.conftest import load_model_cfg
 
-FIELDS = ("bu_k", "bu_c", "bu_k_scale", "bu_c_scale", "pp_k_scale", "pp_c_scale")
+FIELDS = (("bushing", "k"), ("bushing", "c"), ("bushing", "k_scale"), ("bushing", "c_scale"),
+          ("p2p", "k_scale"), ("p2p", "c_scale"))
+
+
+def _get(model, f):
+    """The parameter table entry f = (group, key), or a parameter's field ("elements", group, key)."""
+    group, key = f[-2:]
+    return model.elements[group][key]
 
 # name: spec (the schema of sweep.parameters), nominal value used as theta
 SPEC = {
@@ -55,12 +61,12 @@ def observable(toy):
     a different weight per entry (a wrong entry or a wrong chain rule changes
     the gradient); entries normalised by the nominal model's."""
     model = toy[0]
-    norm = {f: jnp.where(getattr(model, f) == 0, 1.0, jnp.abs(getattr(model, f))) for f in FIELDS}
+    norm = {f: jnp.where(_get(model, f) == 0, 1.0, jnp.abs(_get(model, f))) for f in FIELDS}
 
     def obs(m):
         out = 0.0
         for k, f in enumerate(FIELDS):
-            x = getattr(m, f)
+            x = _get(m, f)
             w = 1.0 + 0.1 * jnp.arange(x.size, dtype=x.dtype).reshape(x.shape) + k
             out = out + jnp.sum(w * jnp.sin(x / norm[f]))
         return out
@@ -73,7 +79,7 @@ def apply_with_masks(pset, model, theta):
     x (1 - mask) + mask theta for value - no scatter."""
     updates = {}
     for i, p in enumerate(pset.params):
-        arr = updates.get(p.field, getattr(model, p.field))
+        arr = updates.get(p.field, _get(model, p.field))
         mask = np.zeros(arr.shape)
         mask[p.index] = 1.0
         if p.mode == "scale":
@@ -81,23 +87,26 @@ def apply_with_masks(pset, model, theta):
         else:
             arr = arr * (1.0 - mask) + mask * theta[i]
         updates[p.field] = arr
-    return dataclasses.replace(model, **updates)
+    groups = {}
+    for (_, group, key), arr in updates.items():
+        groups.setdefault(group, {})[key] = arr
+    return model.replace_elements(**groups)
 
 
 def test_apply_equals_the_mask_formulation(toy):
     model, pset, theta = toy
     a, b = pset.apply(model, theta), apply_with_masks(pset, model, theta)
     for f in FIELDS:
-        np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-15, atol=0, err_msg=f)
+        np.testing.assert_allclose(_get(a, f), _get(b, f), rtol=1e-15, atol=0, err_msg=str(f))
     # the parameters really act: composed factors and values where expected
     names = model.topology.bushing_names
     pf, rm = names.index("pivot_front_left"), names.index("rear_mount_left")
-    assert float(a.bu_k_scale[pf, 0]) == pytest.approx(1.7 * 0.6, rel=1e-15)
-    assert float(a.bu_k_scale[pf, 2]) == pytest.approx(0.6, rel=1e-15)
-    assert float(a.bu_k[rm, 0]) == 1.6e6 and float(a.bu_k_scale[rm, 0]) == 2.5
-    assert float(a.bu_k[names.index("rear_mount_right"), 0]) == 1.6e6
-    assert float(a.pp_c_scale[1, 1]) == pytest.approx(1.4, rel=1e-15)    # damper_left rebound
-    assert float(a.pp_c_scale[3, 1]) == 1.0 and float(a.pp_c_scale[3, 0]) == pytest.approx(0.8, rel=1e-15)
+    assert float(a.elements["bushing"]["k_scale"][pf, 0]) == pytest.approx(1.7 * 0.6, rel=1e-15)
+    assert float(a.elements["bushing"]["k_scale"][pf, 2]) == pytest.approx(0.6, rel=1e-15)
+    assert float(a.elements["bushing"]["k"][rm, 0]) == 1.6e6 and float(a.elements["bushing"]["k_scale"][rm, 0]) == 2.5
+    assert float(a.elements["bushing"]["k"][names.index("rear_mount_right"), 0]) == 1.6e6
+    assert float(a.elements["p2p"]["c_scale"][1, 1]) == pytest.approx(1.4, rel=1e-15)    # damper_left rebound
+    assert float(a.elements["p2p"]["c_scale"][3, 1]) == 1.0 and float(a.elements["p2p"]["c_scale"][3, 0]) == pytest.approx(0.8, rel=1e-15)
 
 
 @pytest.mark.parametrize("mode", ["scale", "value"])
@@ -173,7 +182,7 @@ def test_damper_friction_target_and_stop_law_from_the_model_file(toy):
     assert dw_events["rebound_stop_left"] == dw_events["main_spring_left"] == ""
     pset = build_parameters(spec, model)
     m2 = pset.apply(model, jnp.array([250.0]))
-    fr = dict(zip(model.topology.p2p_names, np.asarray(m2.pp_friction)))
+    fr = dict(zip(model.topology.p2p_names, np.asarray(m2.elements["p2p"]["friction"])))
     assert fr["damper_left"] == fr["damper_right"] == 250.0
     assert all(v == 0.0 for n, v in fr.items() if not n.startswith("damper"))
     from sweep.engine.layout import parameter_units
@@ -199,7 +208,7 @@ def test_flexible_body_targets_scale_the_modal_stiffness_and_damping():
     np.testing.assert_allclose(np.asarray(out.flex["k"]), 1.5 * np.asarray(model.flex["k"]), rtol=1e-15)
     np.testing.assert_allclose(np.asarray(out.flex["c"]), 0.7 * np.asarray(model.flex["c"]), rtol=1e-15)
     np.testing.assert_array_equal(np.asarray(out.flex["phi"]), np.asarray(model.flex["phi"]))
-    np.testing.assert_array_equal(np.asarray(out.bu_k_scale), np.asarray(model.bu_k_scale))
+    np.testing.assert_array_equal(np.asarray(out.elements["bushing"]["k_scale"]), np.asarray(model.elements["bushing"]["k_scale"]))
     # differentiable: d(sum k)/d theta = sum k
     g = jax.grad(lambda t: jnp.sum(ps.apply(model, t).flex["k"]))(jnp.array([1.0, 1.0]))
     np.testing.assert_allclose(np.asarray(g), [float(jnp.sum(model.flex["k"])), 0.0], rtol=1e-12)

@@ -71,7 +71,7 @@ def test_lifted_tree_round_trips_and_keeps_integers_in_the_structure():
     m2, e2, d2 = lift.rebuild(lift.vector)
     for a, b in zip(*(np.asarray(x) for x in (exc.base, e2.base))):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(np.asarray(m2.bu_k), np.asarray(model.bu_k))
+    np.testing.assert_array_equal(np.asarray(m2.elements["bushing"]["k"]), np.asarray(model.elements["bushing"]["k"]))
     assert d2["steps"] == 7 and d2["name"] == "x" and float(d2["radius"]) == 0.3
     assert lift.size == lift.vector.size > 100
     # integer leaves (discrete states, index tables) are constants of the structure
