@@ -18,7 +18,11 @@ from typing import Callable, Mapping, Optional
 import jax
 import jax.numpy as jnp
 
-from kernels import curves
+import numpy as np
+
+from kernels import curves, tables
+from kernels.names import DIRECTIONS
+from kernels.tables import STOP_LAWS, ModelError
 from kernels.rotations import (euler_to_matrix, left_jacobian_inv_T_apply, mm, mtm, mtv, mv,
                                rotation_vector)
 
@@ -234,6 +238,74 @@ BUSHING_PARAMS = {
 """The bushing group's parameter table (``Model.elements["bushing"]``): key -> shape, meaning [unit]."""
 
 
+# ----------------------------------------------------------------------------- bushing table
+# The model table's ``bushings`` rows (kernels.model's module docstring): the
+# group's checks and builder, called by kernels.model for every group alike.
+
+def check_bushing(e, w):
+    """A bushing row's fields (:class:`ElementGroup` ``validate``)."""
+    for fld in ("stiffness", "damping"):
+        tables.non_negative(tables.vector(e, fld, 6, w), f"{w}.{fld}")
+    for fld in ("preload", "offset"):
+        tables.vector(e, fld, 6, w, default=[0] * 6)
+    play = tables.vector(e, "play", 6, w, default=[0] * 6)
+    bad = np.nonzero(play < 0)[0]
+    if len(bad):
+        raise ModelError(f"{w}.play = {play.tolist()}: {DIRECTIONS[int(bad[0])]} = "
+                         f"{play[int(bad[0])]} must be >= 0")
+    if e.get("play_law", "smooth") not in STOP_LAWS:
+        raise ModelError(f"{w}.play_law = {e['play_law']!r} is not one of {', '.join(STOP_LAWS)}")
+    for fld in ("stiffness_curves", "damping_curves"):
+        for d, c in (e.get(fld) or {}).items():
+            if d not in DIRECTIONS:
+                raise ModelError(f"{w}.{fld}: unknown direction {d!r} "
+                                 f"(expected one of {DIRECTIONS})")
+            x, y = tables.check_curve(c, f"{w}.{fld}.{d}")
+            if not np.any((np.asarray(x) == 0) & (np.asarray(y) == 0)):
+                raise ModelError(
+                    f"{w}.{fld}.{d} must pass through (0, 0): at zero deflection (rate) the "
+                    "bushing pushes nothing but its `preload` (a knot x = 0 with y = 0)")
+
+
+def _play(e):
+    return np.asarray(e.get("play") or np.zeros(6), float)
+
+
+def describe_bushings(rows):
+    """The bushings' structure: ``events``, True where the play has the
+    switching law (state events, kernels.system)."""
+    return {"events": tuple(bool(e.get("play_law") == "switching" and np.any(_play(e) > 0)) for e in rows)}
+
+
+def build_bushings(rows, ends):
+    """The bushing group's parameter table (:data:`BUSHING_PARAMS`) from its rows."""
+    nb = len(rows)
+    k = np.zeros((nb, 6)); c = np.zeros((nb, 6))
+    pre = np.zeros((nb, 6)); off = np.zeros((nb, 6)); play = np.zeros((nb, 6))
+    kspec = [[None] * 6 for _ in range(nb)]
+    cspec = [[None] * 6 for _ in range(nb)]
+    for i, e in enumerate(rows):
+        k[i] = e["stiffness"]; c[i] = e["damping"]
+        pre[i] = e.get("preload") or np.zeros(6)
+        off[i] = e.get("offset") or np.zeros(6)
+        play[i] = _play(e)
+        for spec, coef, key in ((kspec, k, "stiffness_curves"), (cspec, c, "damping_curves")):
+            for d, cv in (e.get(key) or {}).items():
+                j = DIRECTIONS.index(d)
+                spec[i][j] = (np.asarray(cv["x"], float), np.asarray(cv["y"], float),
+                              ("linear", "linear"), cv.get("interpolation", "pchip"))
+                coef[i, j] = 0.0
+    n_knots = max([2] + [len(s[0]) for row in kspec + cspec for s in row if s is not None])
+
+    def curve_table(spec):
+        flat = tables.curve_tables([s for row in spec for s in row], n_knots)
+        return {kk: v.reshape((nb, 6) + v.shape[1:]) for kk, v in flat.items()}
+    return {"pos1": ends["pos1"], "rot1": ends["rot1"], "pos2": ends["pos2"], "rot2": ends["rot2"],
+            "k": k, "c": c, "preload": pre, "offset": off, "kc": curve_table(kspec), "cc": curve_table(cspec),
+            "k_scale": np.ones((nb, 6)), "c_scale": np.ones((nb, 6)),
+            "play": play, "play_mode": np.full((nb, 6), PLAY_AUTO)}
+
+
 # ----------------------------------------------------------------------------- P2P
 
 DAMPER_BLEND = 1e-3  # m/s, width of the compression/rebound factor blend
@@ -274,7 +346,7 @@ def p2p_law(prm, L, Ldot):
     # force at 1 mm/s
     w = 0.5 * (1.0 + jnp.tanh(Ldot / DAMPER_BLEND))
     damp = damp * (prm["c_scale"][0] + (prm["c_scale"][1] - prm["c_scale"][0]) * w)
-    # a stop's switching law (kernels.model._p2p_law): in contact the curve
+    # a stop's switching law (kernels.forces.p2p_law_parameters): in contact the curve
     # continued linearly through engagement, free 0, AUTO (< 0) by the sign
     pen = stop_penetration(prm, L)
     push_contact = push + prm["engage_sign"] * prm["k_scale"] * prm["k0"] * jnp.minimum(pen, 0.0)
@@ -295,7 +367,7 @@ def stick_tension(prm, L, Ldot):
 
 
 def friction_tension(prm, L, Ldot):
-    """Coulomb friction of a damper as a tension [N] (kernels.model._p2p_friction):
+    """Coulomb friction of a damper as a tension [N] (kernels.forces.p2p_friction_parameters):
     sliding F_c * slip, stuck k_s (L - anchor) + c_s dL/dt, SLIP_OFF 0;
     the regularised law F_c tanh(dL/dt / v_reg) whatever the mode."""
     slip = prm["slip"]
@@ -377,6 +449,210 @@ P2P_PARAMS = {
 The discrete states (``contact``, ``slip``, ``anchor``, and the bushing's
 ``play_mode``) are set by the time loop (kernels.integrate, "State
 events"); every other analysis uses the built values."""
+
+
+# ----------------------------------------------------------------------------- P2P table
+# The model table's ``p2p`` rows: the group's checks and builder.
+
+P2P_KINDS = ("spring", "damper", "bump_stop", "rebound_stop")
+FRICTION_LAWS = ("switching", "regularised")
+FRICTION_KEYS = ("force", "law", "stiffness", "damping", "velocity")
+
+
+# keys of a P2P row that its kind does not use, and why (a key given where it
+# would be ignored, or act where it should not, is an error)
+P2P_NOT_FOR = {"spring": ("clearance",),
+               "damper": ("stiffness", "clearance", "seat_offset"),
+               "bump_stop": ("stiffness", "preload", "damping", "seat_offset"),
+               "rebound_stop": ("stiffness", "preload", "damping", "seat_offset")}
+P2P_WHY = {"clearance": "only stops engage after a clearance",
+           "stiffness": "its force is its own law; a spring-damper is a `spring` with `damping`",
+           "preload": "a stop pushes only when engaged",
+           "damping": "it would act at every length, engaged or not; give the damping to the damper",
+           "seat_offset": "a seat offset sets a spring's ride height"}
+
+
+def check_p2p(e, w):
+    """A P2P row's fields (:class:`ElementGroup` ``validate``; the markers, and
+    that they are apart, are checked for every group)."""
+    kind = e.get("kind")
+    if kind not in P2P_KINDS:
+        raise ModelError(f"{w}.kind = {kind!r} is not one of {P2P_KINDS}")
+    for fld in ("stiffness", "damping", "preload", "clearance", "length", "seat_offset"):
+        if fld in e and e[fld] is not None:
+            tables.finite(e[fld], f"{w}.{fld}")
+    if e.get("clearance") is not None and e["clearance"] < 0:
+        raise ModelError(f"{w}.clearance = {e['clearance']} must be >= 0")
+    if e.get("length") is not None and not e["length"] > 0:
+        raise ModelError(f"{w}.length = {e['length']} must be > 0 [m] (leave it out for the design distance)")
+    for fld in P2P_NOT_FOR.get(kind, ()):
+        if e.get(fld) is not None:
+            raise ModelError(f"{w}.{fld}: a {kind} has no {fld} ({P2P_WHY[fld]})")
+    if kind in ("bump_stop", "rebound_stop"):
+        if "curve" not in e:
+            raise ModelError(f"{w}: a {kind} needs a 'curve' (penetration -> force)")
+        x, y = tables.check_curve(e["curve"], f"{w}.curve")
+        if x[0] != 0 or y[0] != 0:
+            raise ModelError(f"{w}.curve must start at (0, 0) so that the force is "
+                             f"continuous at engagement (got ({x[0]}, {y[0]}))")
+    if "curve" in e and kind in ("spring", "damper"):
+        x, y = tables.check_curve(e["curve"], f"{w}.curve")
+        if kind == "damper" and not np.any((np.asarray(x) == 0) & (np.asarray(y) == 0)):
+            raise ModelError(f"{w}.curve must pass through (0, 0): a damper pushes nothing at rest "
+                             "(a gas force is the damper's `preload`)")
+    if "law" in e:
+        if kind not in ("bump_stop", "rebound_stop"):
+            raise ModelError(f"{w}.law = {e['law']!r}: only a bump_stop or rebound_stop has a law "
+                             f"({' | '.join(STOP_LAWS)})")
+        if e["law"] not in STOP_LAWS:
+            raise ModelError(f"{w}.law = {e['law']!r} is not one of {', '.join(STOP_LAWS)}")
+    fr = e.get("friction")
+    if fr is not None:
+        if kind != "damper":
+            raise ModelError(f"{w}.friction: only a damper has friction (kind is {kind!r})")
+        if not isinstance(fr, dict):
+            raise ModelError(f"{w}.friction = {fr!r} must be a mapping with 'force' [N]")
+        unknown = sorted(set(fr) - set(FRICTION_KEYS))
+        if unknown:
+            raise ModelError(f"{w}.friction: unknown key {unknown[0]!r} (known: {', '.join(FRICTION_KEYS)})")
+        law = fr.get("law", "switching")
+        if law not in FRICTION_LAWS:
+            raise ModelError(f"{w}.friction.law = {law!r} is not one of {', '.join(FRICTION_LAWS)}")
+        for key in ("force", "stiffness", "damping", "velocity"):
+            if key in fr:
+                val = float(tables.finite(fr[key], f"{w}.friction.{key}"))
+                if val < 0 or (key in ("stiffness", "velocity") and val == 0):
+                    raise ModelError(f"{w}.friction.{key} = {fr[key]} must be "
+                                     f"{'> 0' if key in ('stiffness', 'velocity') else '>= 0'}")
+        if "force" not in fr:
+            raise ModelError(f"{w}.friction: missing field 'force' (Coulomb force [N])")
+
+
+
+
+def p2p_law_parameters(e, length_design):
+    """Translate a P2P row into (L_ref, k, preload, c, elastic curve, damping curve).
+
+    Laws (tension T > 0 pulls the bodies together; compression travel
+    ``s = L_ref - L``; extension rate ``dL/dt``):
+      spring:       push = preload + stiffness * s, or push = curve(s)
+                    (curve: compression travel [m] -> force [N], preload included)
+      damper:       T = damping * dL/dt, or T = curve(dL/dt)
+                    (curve: rebound/extension velocity [m/s] -> force [N])
+      bump_stop:    push = curve(s - clearance) for s > clearance, else 0
+      rebound_stop: T = curve(-s - clearance) for -s > clearance, else 0
+    A stop's ``law``: ``smooth`` (default) evaluates this by the sign of the
+    penetration in every evaluation (the force has a kink at engagement
+    that a fixed step may straddle); ``switching`` makes engagement and
+    release state events: the time loop locates them (root function: the
+    penetration) and integrates each side with its own smooth law (in
+    contact the curve continued linearly through engagement, free: 0).
+    ``length`` (default: design distance of the markers) is L_ref;
+    ``seat_offset`` [m] (spring seat / packer adjustment, + = compressed
+    further at the design position) adds to it. Curves carry their
+    ``interpolation`` (default pchip), bump/rebound stop curves are pchip
+    unless stated.
+    """
+    kind = e["kind"]
+    L = float(e.get("length") or length_design) + float(e.get("seat_offset") or 0.0)
+    k = float(e.get("stiffness") or 0.0)
+    f0 = float(e.get("preload") or 0.0)
+    c = float(e.get("damping") or 0.0)
+    kcurve = ccurve = None
+    interp = (e.get("curve") or {}).get("interpolation", "pchip")
+    if kind == "spring" and "curve" in e:
+        kcurve = (np.asarray(e["curve"]["x"], float), np.asarray(e["curve"]["y"], float),
+                  ("linear", "linear"), interp)
+        k = f0 = 0.0
+    elif kind == "damper" and "curve" in e:
+        ccurve = (np.asarray(e["curve"]["x"], float), np.asarray(e["curve"]["y"], float),
+                  ("linear", "linear"), interp)
+        c = 0.0
+    elif kind == "bump_stop":
+        cl = float(e.get("clearance") or 0.0)
+        kcurve = (np.asarray(e["curve"]["x"], float) + cl, np.asarray(e["curve"]["y"], float),
+                  ("constant", "linear"), interp)
+        k = f0 = 0.0
+    elif kind == "rebound_stop":
+        cl = float(e.get("clearance") or 0.0)
+        x = np.asarray(e["curve"]["x"], float)
+        y = np.asarray(e["curve"]["y"], float)
+        kcurve = (-(x + cl)[::-1], -y[::-1], ("linear", "constant"), interp)
+        k = f0 = 0.0
+    return L, k, f0, c, kcurve, ccurve
+
+
+# defaults of the switching friction law [added]: the stuck damper is a stiff
+# spring-damper that holds the rod against the tube (elastic stick, the
+# rod guide and seal compliance): 1e6 N/m (1 mm under 1 kN), damping 2000 N s/m
+# (critically damps 1 kg of rod against that stiffness); regularised law: 1 mm/s
+FRICTION_DEFAULTS = {"stiffness": 1.0e6, "damping": 2.0e3, "velocity": 1.0e-3}
+
+
+def p2p_friction_parameters(e):
+    """(force, stick stiffness, stick damping, regularisation velocity, event)
+    of a P2P row's ``friction`` (dampers only):
+
+      friction: {force: F_c [N], law: switching | regularised,
+                 stiffness: [N/m], damping: [N s/m], velocity: [m/s]}
+
+    switching (default): while sliding the tension is F_c sign(dL/dt) (the
+    sign held as the mode of the law); when dL/dt crosses zero the damper
+    sticks: a spring-damper (``stiffness``, ``damping``) anchored at the
+    length where it stuck, until its force reaches F_c and it slides again
+    in that direction - both switches are state events (root functions),
+    located by the time loop. regularised: F_c tanh((dL/dt) / velocity),
+    smooth, no events (the stiffness of the law grows as F_c / velocity).
+    Defaults: :data:`FRICTION_DEFAULTS`."""
+    fr = e.get("friction")
+    if not fr:
+        return 0.0, 0.0, 0.0, 0.0, ""
+    get = lambda key: float(fr.get(key, FRICTION_DEFAULTS[key]))  # noqa: E731
+    if fr.get("law", "switching") == "regularised":
+        return float(fr["force"]), 0.0, 0.0, get("velocity"), ""
+    return float(fr["force"]), get("stiffness"), get("damping"), 0.0, "friction"
+
+
+def _p2p_event(e):
+    """A P2P row's state event: "contact" (a stop with the switching law),
+    "friction" (a damper with switching Coulomb friction) or ""."""
+    if e["kind"] in ("bump_stop", "rebound_stop") and e.get("law", "smooth") == "switching":
+        return "contact"
+    return p2p_friction_parameters(e)[-1]
+
+
+def describe_p2p(rows):
+    """The P2P elements' structure: ``kinds`` (:data:`P2P_KINDS`) and ``events``
+    (:func:`_p2p_event`: the elements with a root function, kernels.system)."""
+    return {"kinds": tuple(e["kind"] for e in rows), "events": tuple(_p2p_event(e) for e in rows)}
+
+
+def build_p2p(rows, ends):
+    """The P2P group's parameter table (:data:`P2P_PARAMS`) from its rows."""
+    npp = len(rows)
+    L = np.zeros(npp); pk = np.zeros(npp); pf = np.zeros(npp); pc = np.zeros(npp)
+    pkspec, pcspec = [], []
+    engage = np.zeros(npp); esign = np.zeros(npp); k0 = np.zeros(npp)
+    fric = np.zeros((npp, 4))
+    for i, e in enumerate(rows):
+        Ld = np.linalg.norm(np.subtract(ends["point2"][i], ends["point1"][i]))
+        L[i], pk[i], pf[i], pc[i], kc, cc = p2p_law_parameters(e, Ld)
+        if e["kind"] in ("bump_stop", "rebound_stop"):
+            cl = float(e.get("clearance") or 0.0)
+            esign[i] = 1.0 if e["kind"] == "bump_stop" else -1.0
+            engage[i] = L[i] - esign[i] * cl
+            cv = e["curve"]
+            k0[i] = curves.hermite_table(cv["x"], cv["y"], interpolation=cv.get(
+                "interpolation", "pchip"))["coef"][1][1]
+        *fric[i], _ = p2p_friction_parameters(e)
+        pkspec.append(kc); pcspec.append(cc)
+    n_knots = max([2] + [len(s[0]) for s in pkspec + pcspec if s is not None])
+    return {"pos1": ends["pos1"], "pos2": ends["pos2"], "length": L, "k": pk, "preload": pf, "c": pc,
+            "kc": tables.curve_tables(pkspec, n_knots), "cc": tables.curve_tables(pcspec, n_knots),
+            "k_scale": np.ones(npp), "c_scale": np.ones((npp, 2)),
+            "engage": engage, "engage_sign": esign, "k0": k0,
+            "friction": fric[:, 0], "friction_k": fric[:, 1], "friction_c": fric[:, 2], "friction_v": fric[:, 3],
+            "contact": np.full(npp, CONTACT_AUTO), "slip": np.full(npp, SLIP_OFF), "anchor": L.copy()}
 
 
 # ----------------------------------------------------------------------------- analytic bushing Jacobian
@@ -631,29 +907,40 @@ class ElementGroup:
                dg2/dx1), (dg1/dx2, dg2/dx2)))``, each (6, 12) over (r, v) of that
                body (layout of :func:`bushing_element_jacobian`); None: forward-mode
                autodiff of ``element`` (kernels.dynamics, eq. 5).
-    build      (registered groups) ``(rows, ends) -> params``: the validated table
-               rows (plain dicts with index, name, marker_1, marker_2, ...) and
-               ``ends`` = {"pos1", "pos2": (n, 3) marker positions in their body
-               frames [m], "rot1", "rot2": (n, 3, 3) marker axes in their body
-               frames} -> a pytree of arrays with leading axis n (floats become
-               float64). Body slots and names are taken from the rows by
+    build      ``(rows, ends) -> params``: the validated table rows (plain
+               dicts with index, name, marker_1, marker_2, ...) and ``ends`` =
+               {"pos1", "pos2": (n, 3) marker positions in their body frames
+               [m], "rot1", "rot2": (n, 3, 3) marker axes in their body frames,
+               "point1", "point2": (n, 3) marker positions in the vehicle frame
+               at the design position [m]} -> a pytree of arrays with leading
+               axis n (floats become float64): ``model.elements[name]``. Body
+               slots and names are taken from the rows by
                :func:`kernels.model.build_model`.
     validate   optional ``(row, where) -> None`` raising
-               :class:`kernels.model.ModelError` naming ``where.field`` and the value;
-               index, name and the two markers (known, on different bodies)
-               are checked for every group.
-    targets    sweepable parameters (sweep.axle.params): {target: (parameter key,
-               column or None)}; the config target is ``"<name>.<target>"`` and
-               scales ``params[key][rows(, column)]``.
+               :class:`kernels.tables.ModelError` naming ``where.field`` and the
+               value; index, name and the two markers (known, on different
+               bodies) are checked for every group.
+    describe   optional ``rows -> {key: tuple with one hashable entry per
+               element}``: what of the rows is structure, not value (e.g. the
+               P2P elements' kinds and which have state events); kept on the
+               topology (``Topology.group_static[name]``), part of its identity.
+    min_length optional: the two markers at least this far apart at the design
+               position [m] (a law along the line between them); 0: no check.
+    targets    sweep and tuning targets (``sweep.axle.params``): {target:
+               :class:`Target` or (parameter key, column or None)}; the config
+               target is ``"<name>.<target>"``, or the key itself for a target
+               of one ``kind`` (``"<kind>.<target>"``, e.g. ``spring.rate``); a
+               factor scales ``params[key][rows(, column)]``.
     params, bodies, names
                getters model -> parameter pytree, topology -> (n, 2) body slots
-               (slot n_bodies = ground), topology -> element names. Every
-               group's parameters are ``model.elements[name]``; the built-in
-               groups' slots and names are the topology's ``bushing_*`` /
-               ``p2p_*`` fields, a registered group's default to
-               ``topology.group_bodies[name]``, ``topology.group_names[name]``.
-    builtin    True for the bushing and P2P groups (built by build_model
-               itself, their tables :data:`BUSHING_PARAMS` / :data:`P2P_PARAMS`).
+               (slot n_bodies = ground), topology -> element names; default
+               ``model.elements[name]``, ``topology.group_bodies[name]``,
+               ``topology.group_names[name]``.
+    kinds      optional getter topology -> the kind of each element (tuple of
+               str), for targets of one kind; None: the group has no kinds.
+    builtin    True for the bushing and P2P groups: in every model (with or
+               without rows), first; their tables are :data:`BUSHING_PARAMS` /
+               :data:`P2P_PARAMS`.
     """
     name: str
     table_key: str
@@ -661,6 +948,8 @@ class ElementGroup:
     jacobian: Optional[Callable] = None
     build: Optional[Callable] = None
     validate: Optional[Callable] = None
+    describe: Optional[Callable] = None
+    min_length: float = 0.0
     targets: Mapping = dataclasses.field(default_factory=dict)
     params: Optional[Callable] = None
     bodies: Optional[Callable] = None
@@ -697,14 +986,13 @@ def _friction_law(model, row):
 
 BUSHING = ElementGroup(
     "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
-    bodies=lambda topo: topo.bushing_bodies,
-    names=lambda topo: topo.bushing_names, builtin=True,
+    build=build_bushings, validate=check_bushing, describe=describe_bushings, builtin=True,
     targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_curve="kc"),
              "damping": Target("c_scale", directions=True, value_key="c", value_curve="cc")})
 P2P = ElementGroup(
     "p2p", "p2p", p2p_element, jacobian=p2p_element_jacobian,
-    bodies=lambda topo: topo.p2p_bodies,
-    names=lambda topo: topo.p2p_names, kinds=lambda topo: topo.p2p_kinds, builtin=True,
+    build=build_p2p, validate=check_p2p, describe=describe_p2p, min_length=1e-6,
+    kinds=lambda topo: topo.group_static["p2p"]["kinds"], builtin=True,
     targets={"spring.rate": Target("k_scale", kind="spring"),
              "damper.compression": Target("c_scale", 0, kind="damper"),
              "damper.rebound": Target("c_scale", 1, kind="damper"),

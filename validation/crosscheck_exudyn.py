@@ -37,7 +37,7 @@ Mapping (what is identical and what is not):
   moment connector (see :func:`build_exudyn`).
 - P2P elements: ``ObjectConnectorSpringDamper`` with a Python
   ``springForceUserFunction`` that evaluates exactly the kernels' law
-  (:func:`kernels.model._p2p_law`, the Hermite tables of
+  (:func:`kernels.forces.p2p_law_parameters`, the Hermite tables of
   :mod:`kernels.curves`, the compression/rebound blend of
   :mod:`kernels.forces`) from the Model's arrays; the line of action and the
   application points (the two marker points) are the same as ours.
@@ -55,7 +55,7 @@ Model fields, :func:`kernels.dynamics.linearise`) and two module constants
 of its numerics, :data:`kernels.forces.DAMPER_BLEND` (compression/rebound
 blend width) and :data:`kernels.loads.STEP_TOL` (when a step counts as
 switched); the P2P law it re-implements is the one of the private
-:func:`kernels.model._p2p_law`, read back from the Model's arrays (not
+:func:`kernels.forces.p2p_law_parameters`, read back from the Model's arrays (not
 imported).
 """
 from __future__ import annotations

@@ -633,7 +633,7 @@ def _fe_export_body(what, spec, side, source):
 def _checked(what, rb, n_fixed):
     """The reduced body, refused unless its modes fill whole state slots and are mean-axis."""
     from sweep.axle.fe import FlexibleBodyError
-    from sweep.axle.fe.tables import check_mean_axis
+    from sweep.axle.fe.model_rows import check_mean_axis
     if rb.n_modes % 6:
         raise ModelError(f"{what}.fixed_interface_modes = {n_fixed}: gives {rb.n_modes} elastic modes (6 per "
                          f"interface - 6 + these); the kernels need a multiple of 6: use "
@@ -649,7 +649,7 @@ def flexible_rows(flexible, markers):
     """The ``flexible_bodies`` table: every marker on a flexible body becomes
     an interface entry of the node it lies on."""
     from sweep.axle.fe import FlexibleBodyError
-    from sweep.axle.fe.tables import flexible_row, interface_entry
+    from sweep.axle.fe.model_rows import flexible_row, interface_entry
     rows = []
     for fi, (name, idx, rb, zeta) in enumerate(flexible):
         entries = []
@@ -1010,7 +1010,7 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
         if name in body_id:
             raise ModelError(f"model.flexible_bodies.{name}: duplicate body name")
         rb, zeta = flexible_body(name, spec, centre, source or model_source())
-        from sweep.axle.fe.tables import frame_row    # scipy only for models with flexible bodies
+        from sweep.axle.fe.model_rows import frame_row    # scipy only for models with flexible bodies
         body_id[name] = len(bodies) + 1
         bodies.append(frame_row(rb, name=name, index=body_id[name], origin=np.zeros(3)))
         flexible.append((name, body_id[name], rb, zeta))

@@ -14,7 +14,7 @@ from kernels import loads
 from kernels.dynamics import linearise, q_fn
 from kernels.model import ModelError, build_model
 from sweep.axle.fe import BeamFrame, FlexibleBodyError, Section, assemble, reduce
-from sweep.axle.fe.tables import body_tables
+from sweep.axle.fe.model_rows import body_tables
 
 STEEL = dict(E=2.1e11, G=8.1e10, rho=7850.0)
 # an open-ish cross member: low torsion constant, as a twist beam's

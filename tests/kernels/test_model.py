@@ -118,7 +118,7 @@ def test_builtin_element_groups_and_shared_names(dw_model):
     from kernels import forces, model, names
     topo = dw_model.topology
     assert topo.element_groups == (forces.GROUPS["bushing"], forces.GROUPS["p2p"])
-    assert topo.extra_groups == () and topo.group_bodies == {}
+    assert topo.extra_groups == () and list(topo.group_bodies) == ["bushing", "p2p"]
     # every group's parameters are in the element tables, with the keys its table declares
     assert list(dw_model.elements) == ["bushing", "p2p"]
     assert set(dw_model.elements["bushing"]) == set(forces.BUSHING_PARAMS)

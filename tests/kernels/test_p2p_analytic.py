@@ -5,7 +5,7 @@ The element joins marker m1 on body a (vehicle point (0.2, 0.1, 0)) and m3 on
 body b (vehicle point (0.6, 0.3, -0.1) at the design pose; body b is rotated).
 Body b is translated along the element line to set the compression travel
 s = L_ref - L, and given a velocity along it to set dL/dt. Expected forces are
-written out here from the laws of kernels.model._p2p_law's docstring:
+written out here from the laws of kernels.forces.p2p_law_parameters's docstring:
 tension T (> 0 pulls the markers together) = damper force - push,
 push(s) = preload + k s (or the table), stops zero before their clearance.
 """
