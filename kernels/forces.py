@@ -267,14 +267,14 @@ def check_bushing(e, w):
                     "bushing pushes nothing but its `preload` (a knot x = 0 with y = 0)")
 
 
-def _play(e):
+def _row_play(e):
     return np.asarray(e.get("play") or np.zeros(6), float)
 
 
 def describe_bushings(rows):
     """The bushings' structure: ``events``, True where the play has the
     switching law (state events, kernels.system)."""
-    return {"events": tuple(bool(e.get("play_law") == "switching" and np.any(_play(e) > 0)) for e in rows)}
+    return {"events": tuple(bool(e.get("play_law") == "switching" and np.any(_row_play(e) > 0)) for e in rows)}
 
 
 def build_bushings(rows, ends):
@@ -288,7 +288,7 @@ def build_bushings(rows, ends):
         k[i] = e["stiffness"]; c[i] = e["damping"]
         pre[i] = e.get("preload") or np.zeros(6)
         off[i] = e.get("offset") or np.zeros(6)
-        play[i] = _play(e)
+        play[i] = _row_play(e)
         for spec, coef, key in ((kspec, k, "stiffness_curves"), (cspec, c, "damping_curves")):
             for d, cv in (e.get(key) or {}).items():
                 j = DIRECTIONS.index(d)
@@ -860,6 +860,36 @@ RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "refere
 
 
 @dataclasses.dataclass(frozen=True)
+class Events:
+    """State events of an element group (kernels.integrate, "State events";
+    assembled by :func:`kernels.system.switching_laws`): a switching law
+    whose discrete state lives in entries of the group's parameter table,
+    with root functions that say when the state no longer fits.
+
+    state   the parameter-table entries that hold the discrete state (set by
+            the time loop; every other analysis uses the built values)
+    n_roots root functions per element with events
+    mode0   ``(prm, x1, x2, flag) -> {entry: value}``: the state that fits one
+            element's bodies' states x = (r (6), v (6))
+    root    ``(prm, x1, x2, flag) -> (n_roots,)``: < 0 while the state fits,
+            > 0 once it does not (a sign change is the event)
+    switch  ``(prm, x1, x2, flag, fired (n_roots,) bool) -> {entry: value}``:
+            the state after the fired roots
+    flag    optional ``topology -> (n,)`` array: a per-element constant the
+            functions receive (e.g. which P2P events are contacts); None: 0
+
+    Which elements have events: the truthy entries of the group's
+    ``describe(rows)["events"]`` (``Topology.group_static``).
+    """
+    state: tuple
+    n_roots: int
+    mode0: Callable
+    root: Callable
+    switch: Callable
+    flag: Optional[Callable] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Target:
     """A sweep and tuning target of an element group (``sweep.parameters``,
     ``sweep.axle.params``): which entry of the group's parameter table a
@@ -926,6 +956,9 @@ class ElementGroup:
                topology (``Topology.group_static[name]``), part of its identity.
     min_length optional: the two markers at least this far apart at the design
                position [m] (a law along the line between them); 0: no check.
+    events     optional :class:`Events`: the group's switching laws (state
+               events), for its elements whose ``describe`` entry ``events``
+               is truthy.
     targets    sweep and tuning targets (``sweep.axle.params``): {target:
                :class:`Target` or (parameter key, column or None)}; the config
                target is ``"<name>.<target>"``, or the key itself for a target
@@ -950,6 +983,7 @@ class ElementGroup:
     validate: Optional[Callable] = None
     describe: Optional[Callable] = None
     min_length: float = 0.0
+    events: Optional[Events] = None
     targets: Mapping = dataclasses.field(default_factory=dict)
     params: Optional[Callable] = None
     bodies: Optional[Callable] = None
@@ -975,6 +1009,44 @@ class ElementGroup:
             object.__setattr__(self, "names", lambda topo: topo.group_names[name])
 
 
+def _p2p_lengths(prm, x1, x2):
+    _, L, Ldot, _ = p2p_tension(prm, x1, x2)
+    return L, Ldot
+
+
+def _p2p_mode0(prm, x1, x2, contact_event):
+    return dict(zip(("contact", "slip", "anchor"), p2p_mode0(prm, *_p2p_lengths(prm, x1, x2), contact_event)))
+
+
+def _p2p_root(prm, x1, x2, contact_event):
+    return p2p_root(prm, *_p2p_lengths(prm, x1, x2), contact_event)[None]
+
+
+def _p2p_switch(prm, x1, x2, contact_event, fired):
+    new = p2p_switch(prm, *_p2p_lengths(prm, x1, x2), contact_event, fired[0])
+    return dict(zip(("contact", "slip", "anchor"), new))
+
+
+P2P_EVENTS = Events(("contact", "slip", "anchor"), 1, _p2p_mode0, _p2p_root, _p2p_switch,
+                    flag=lambda topo: np.array([ev == "contact" for ev in topo.p2p_events], bool))
+"""A stop's contact (law ``switching``) and a damper's switching friction: one
+root each (:func:`p2p_root`, :func:`p2p_switch`, :func:`p2p_mode0`)."""
+
+
+def _play_deflection(prm, x1, x2):
+    defl, _, _ = bushing_deflection(prm, x1, x2)
+    return defl - prm["offset"]
+
+
+BUSHING_EVENTS = Events(
+    ("play_mode",), 6,
+    lambda prm, x1, x2, _flag: {"play_mode": bushing_play_mode0(prm, _play_deflection(prm, x1, x2))},
+    lambda prm, x1, x2, _flag: bushing_play_root(prm, _play_deflection(prm, x1, x2)),
+    lambda prm, x1, x2, _flag, fired: {"play_mode": bushing_play_switch(prm, _play_deflection(prm, x1, x2), fired)})
+"""A bushing's play with the switching law: six roots, one per direction
+(:func:`bushing_play_root`, -1 for a direction without play)."""
+
+
 def _friction_law(model, row):
     """Why a damper cannot take ``damper.friction``: it has no friction law."""
     prm = model.elements["p2p"]
@@ -986,12 +1058,13 @@ def _friction_law(model, row):
 
 BUSHING = ElementGroup(
     "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
-    build=build_bushings, validate=check_bushing, describe=describe_bushings, builtin=True,
+    build=build_bushings, validate=check_bushing, describe=describe_bushings, events=BUSHING_EVENTS,
+    builtin=True,
     targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_curve="kc"),
              "damping": Target("c_scale", directions=True, value_key="c", value_curve="cc")})
 P2P = ElementGroup(
     "p2p", "p2p", p2p_element, jacobian=p2p_element_jacobian,
-    build=build_p2p, validate=check_p2p, describe=describe_p2p, min_length=1e-6,
+    build=build_p2p, validate=check_p2p, describe=describe_p2p, min_length=1e-6, events=P2P_EVENTS,
     kinds=lambda topo: topo.group_static["p2p"]["kinds"], builtin=True,
     targets={"spring.rate": Target("k_scale", kind="spring"),
              "damper.compression": Target("c_scale", 0, kind="damper"),

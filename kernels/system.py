@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from kernels import forces, linsolve, loads, metrics, statics
+from kernels import linsolve, loads, metrics, statics
 from kernels.dynamics import linearise_blocks, q_fn, states_with_ground
 from kernels.integrate import System
 from kernels.rotations import coordinate_rates
@@ -34,9 +34,9 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
     the excitation is traced, so that no step split is traced.
 
     State events: where the model has switching laws (a stop with ``law:
-    switching``, a damper with switching ``friction``;
-    ``Topology.p2p_events``), the system carries their discrete state z =
-    (contact, slip, anchor) of every P2P element (:func:`switching_laws`);
+    switching``, a damper with switching ``friction``, a bushing's play with
+    the switching law, a registered group's ``events``; tyres that may lift
+    off), the system carries their discrete state z (:func:`switching_laws`);
     a model without them has none (nothing is traced for them).
     ``state_events=False`` leaves them out: the stops by the sign of their
     penetration, no friction force (the laws as statics sees them) - for
@@ -47,19 +47,20 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
     system = _bound_system(model, exc, solver, split_steps)
     topo = model.topology
     tyres = statics.tyre_rows(topo)
-    if not state_events or not (any(topo.p2p_events) or any(topo.bushing_events) or tyres):
+    if not state_events or not (event_groups(topo) or tyres):
         return system
     state0, roots, switch = switching_laws(model, exc)
 
     def bind(z):
-        m = model.replace_elements(p2p={"contact": z[0], "slip": z[1], "anchor": z[2]}, bushing={"play_mode": z[3]})
+        m = model.replace_elements(**{g: s for g, s in z.items() if g != "tyre_contact"})
         e = exc
         if tyres:       # a tyre off the road: no tyre force, no road force on its wheel
             rows = np.asarray(tyres)
             bu = m.elements["bushing"]
-            m = m.replace_elements(bushing={"k": bu["k"].at[rows].multiply(z[4][:, None]),
-                                            "c": bu["c"].at[rows].multiply(z[4][:, None])})
-            e = loads.scaled_by_side(exc, z[4])
+            on = z["tyre_contact"]
+            m = m.replace_elements(bushing={"k": bu["k"].at[rows].multiply(on[:, None]),
+                                            "c": bu["c"].at[rows].multiply(on[:, None])})
+            e = loads.scaled_by_side(exc, on)
         return _bound_system(m, e, solver, split_steps)
     return system._replace(event_state0=state0, event_roots=roots, event_switch=switch, bind=bind)
 
@@ -86,47 +87,53 @@ def _switch_times(exc) -> tuple:
     return tuple(float(t) for t in loads.switch_times(exc))
 
 
+def event_groups(topo):
+    """[(group, rows)]: the model's element groups with state events
+    (``ElementGroup.events``) and the rows of their elements that have them
+    (``Topology.group_static[name]["events"]`` truthy), in the groups' order."""
+    out = []
+    for g in topo.element_groups:
+        if g.events is not None:
+            rows = np.array([i for i, ev in enumerate(topo.group_static.get(g.name, {}).get("events", ())) if ev], int)
+            if len(rows):
+                out.append((g, rows))
+    return out
+
+
 def switching_laws(model, exc=None):
     """(state0, roots, switch) of the model's switching laws for
     :class:`kernels.integrate.System` (its ``event_*`` functions over flat
-    r, v and the time t): z = (contact, slip, anchor) of every P2P element,
-    (n_p2p,) each, the play modes of every bushing, (n_bushings, 6) - the
-    parameters ``p2p`` ``contact``, ``slip``, ``anchor`` and ``bushing`` ``play_mode``
-    that ``System.bind`` sets - and the road contact of each tyre (2,):
-    1 on the road, 0 off it (only a model with tyres,
-    ``kernels.statics.tyre_rows``). Root functions: one per switching P2P element
-    (:func:`kernels.forces.p2p_root`, in the order of
-    ``Topology.p2p_events``' non-empty entries), six per bushing with
-    switching play (:func:`kernels.forces.bushing_play_root`; -1 for a
-    direction without play), then one per tyre: its contact force as the
-    law on the road would give it (:func:`tyre_contact_force`), minus it on
-    the road, itself off it - the tyre lifts off where its force would pull
-    and lands where it would push again (no jump of the force: a kink, the
-    event)."""
+    r, v and the time t). The discrete state z is a dict: for every element
+    group with state events (:func:`event_groups`; the P2P stops and
+    friction dampers, the bushings with switching play, a registered group's
+    own, :class:`kernels.forces.Events`) {group: {entry: (n, ...) array}},
+    the entries of its parameter table that ``System.bind`` sets; and
+    ``"tyre_contact"``, the road contact of each tyre (2,): 1 on the road, 0
+    off it (only a model with tyres, ``kernels.statics.tyre_rows``). Root
+    functions: the groups' (``n_roots`` per element with events, in the
+    groups' order), then one per tyre: its contact force as the law on the
+    road would give it (:func:`tyre_contact_force`), minus it on the road,
+    itself off it - the tyre lifts off where its force would pull and lands
+    where it would push again (no jump of the force: a kink, the event)."""
     topo = model.topology
     m = topo.n_bodies
-    idx = np.array([i for i, ev in enumerate(topo.p2p_events) if ev], int)
-    is_contact = np.array([topo.p2p_events[i] == "contact" for i in idx])
-    bodies = np.asarray(topo.p2p_bodies).reshape(-1, 2)[idx]
-    bidx = np.array([i for i, ev in enumerate(topo.bushing_events) if ev], int)
-    bbodies = np.asarray(topo.bushing_bodies).reshape(-1, 2)[bidx]
-    prm_all = model.elements["p2p"]
-    bprm_all = model.elements["bushing"]
+    groups = []
+    for g, rows in event_groups(topo):
+        ends = np.asarray(g.bodies(topo)).reshape(-1, 2)[rows]
+        flag = (np.zeros(len(g.names(topo))) if g.events.flag is None else np.asarray(g.events.flag(topo)))[rows]
+        groups.append((g, rows, ends, flag))
 
     def states(r, v):
         return states_with_ground(r.reshape(m, 6), v.reshape(m, 6))
 
-    def lengths(x, z):
-        prm = jax.tree_util.tree_map(lambda a: a[idx], prm_all)
-        prm.update(contact=z[0][idx], slip=z[1][idx], anchor=z[2][idx])
-        _, L, Ldot, _ = jax.vmap(forces.p2p_tension)(prm, x[bodies[:, 0]], x[bodies[:, 1]])
-        return prm, L, Ldot
+    def table(g, rows, z):
+        """The event elements' parameter rows with the discrete state of z."""
+        prm = jax.tree_util.tree_map(lambda a: a[rows], g.params(model))
+        prm.update({k: z[g.name][k][rows] for k in g.events.state})
+        return prm
 
-    def deflections(x, z):
-        prm = jax.tree_util.tree_map(lambda a: a[bidx], bprm_all)
-        prm.update(play_mode=z[3][bidx])
-        defl, _, _ = jax.vmap(forces.bushing_deflection)(prm, x[bbodies[:, 0]], x[bbodies[:, 1]])
-        return prm, defl - prm["offset"]
+    def each(fn, g, rows, ends, flag, x, z, *args):
+        return jax.vmap(fn)(table(g, rows, z), x[ends[:, 0]], x[ends[:, 1]], flag, *args)
 
     tyres = np.asarray(statics.tyre_rows(topo), int)
 
@@ -135,48 +142,36 @@ def switching_laws(model, exc=None):
 
     def state0(r, v, t=None):
         x = states(r, v)
-        pp = model.elements["p2p"]
-        z = (pp["contact"], pp["slip"], pp["anchor"], model.elements["bushing"]["play_mode"])
-        if len(tyres):          # (a model without tyres keeps the four-part state it had)
-            z = z + ((contact(r, v, t) >= 0).astype(r.dtype),)
-        out = list(z)
-        if len(idx):
-            prm, L, Ldot = lengths(x, z)
-            c, sl, an = jax.vmap(forces.p2p_mode0)(prm, L, Ldot, is_contact)
-            out[:3] = (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
-        if len(bidx):
-            prm, e = deflections(x, z)
-            out[3] = z[3].at[bidx].set(jax.vmap(forces.bushing_play_mode0)(prm, e))
-        return tuple(out)
+        z = {g.name: {k: g.params(model)[k] for k in g.events.state} for g, *_ in groups}
+        out = {name: dict(s) for name, s in z.items()}
+        for g, rows, ends, flag in groups:
+            new = each(g.events.mode0, g, rows, ends, flag, x, z)
+            out[g.name] = {k: z[g.name][k].at[rows].set(new[k]) for k in g.events.state}
+        if len(tyres):
+            out["tyre_contact"] = (contact(r, v, t) >= 0).astype(r.dtype)
+        return out
 
     def roots(r, v, z, t=None):
         x = states(r, v)
-        phi = []
-        if len(idx):
-            prm, L, Ldot = lengths(x, z)
-            phi.append(jax.vmap(forces.p2p_root)(prm, L, Ldot, is_contact))
-        if len(bidx):
-            prm, e = deflections(x, z)
-            phi.append(jax.vmap(forces.bushing_play_root)(prm, e).reshape(-1))
+        phi = [each(g.events.root, g, rows, ends, flag, x, z).reshape(-1) for g, rows, ends, flag in groups]
         if len(tyres):
             fc = contact(r, v, t)
-            phi.append(jnp.where(z[4] > 0.5, -fc, fc))
+            phi.append(jnp.where(z["tyre_contact"] > 0.5, -fc, fc))
         return jnp.concatenate(phi)
 
     def switch(r, v, z, fired, t=None):
         x = states(r, v)
-        out = list(z)
-        if len(idx):
-            prm, L, Ldot = lengths(x, z)
-            c, sl, an = jax.vmap(forces.p2p_switch)(prm, L, Ldot, is_contact, fired[:len(idx)])
-            out[:3] = (z[0].at[idx].set(c), z[1].at[idx].set(sl), z[2].at[idx].set(an))
-        if len(bidx):
-            prm, e = deflections(x, z)
-            f = fired[len(idx):len(idx) + 6 * len(bidx)].reshape(len(bidx), 6)
-            out[3] = z[3].at[bidx].set(jax.vmap(forces.bushing_play_switch)(prm, e, f))
+        out = dict(z)
+        o = 0
+        for g, rows, ends, flag in groups:
+            n = len(rows) * g.events.n_roots
+            f = fired[o:o + n].reshape(len(rows), g.events.n_roots)
+            new = each(g.events.switch, g, rows, ends, flag, x, z, f)
+            out[g.name] = {k: z[g.name][k].at[rows].set(new[k]) for k in g.events.state}
+            o += n
         if len(tyres):
-            out[4] = jnp.where(fired[len(idx) + 6 * len(bidx):], 1.0 - z[4], z[4])
-        return tuple(out)
+            out["tyre_contact"] = jnp.where(fired[o:], 1.0 - z["tyre_contact"], z["tyre_contact"])
+        return out
     return state0, roots, switch
 
 
