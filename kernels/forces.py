@@ -528,8 +528,6 @@ def check_p2p(e, w):
             raise ModelError(f"{w}.friction: missing field 'force' (Coulomb force [N])")
 
 
-
-
 def p2p_law_parameters(e, length_design):
     """Translate a P2P row into (L_ref, k, preload, c, elastic curve, damping curve).
 
