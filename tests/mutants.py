@@ -131,7 +131,7 @@ MUTANTS = [
            [("kernels/frf.py", "        bf = ((Fr @ dr + Fv @ dv)", "        bf = ((Fr @ dr)")],
            ["tests/kernels/test_frf.py"]),
     Mutant("p2p_stop_damping_accepted", "model file: a stop's damping accepted (it acts at every length)",
-           [("kernels/model.py", '"bump_stop": ("stiffness", "preload", "damping", "seat_offset"),',
+           [("kernels/forces.py", '"bump_stop": ("stiffness", "preload", "damping", "seat_offset"),',
              '"bump_stop": ("stiffness", "preload", "seat_offset"),')],
            ["tests/sweep/axle/test_model_file_checks.py"]),
     Mutant("suffixed_body_in_per_side_element", "model file: `wheel_left` in a per-side element ties both sides "
