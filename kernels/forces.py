@@ -13,7 +13,7 @@ a :func:`register_group` call (see the end of this module).
 import contextlib
 import contextvars
 import dataclasses
-from typing import Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
@@ -901,8 +901,12 @@ class Target:
                 by the parameter's ``directions`` (:data:`kernels.names.DIRECTIONS`)
     value_key   the entry ``mode: value`` sets (an absolute coefficient in SI
                 units); None: the target takes factors only
+    value_units the unit of ``mode: value``'s values (needed with ``value_key``):
+                a string, or (translational, rotational) for a target with
+                ``directions``
     value_curve the curve-table entry that must be empty where ``mode: value``
-                sets a linear coefficient (a curve would ignore it)
+                sets a linear coefficient (a curve would ignore it; a target
+                with ``directions``)
     requires    optional ``(model, row) -> None | reason``: why an element the
                 pattern matched cannot take the target (an error naming it)
     """
@@ -911,8 +915,15 @@ class Target:
     kind: Optional[str] = None
     directions: bool = False
     value_key: Optional[str] = None
+    value_units: Any = None
     value_curve: Optional[str] = None
     requires: Optional[Callable] = None
+
+    def __post_init__(self):
+        if self.value_key is not None and self.value_units is None:
+            raise ValueError(f"Target({self.key!r}): a value_key needs its value_units")
+        if self.value_curve is not None and not self.directions:
+            raise ValueError(f"Target({self.key!r}): value_curve is for a target with directions")
 
 
 def _unset(*_args):  # placeholder getter of a group that has not been completed
@@ -1050,7 +1061,7 @@ def _friction_law(model, row):
     prm = model.elements["p2p"]
     if model.topology.p2p_events[row] != "friction" and float(prm["friction_v"][row]) == 0.0:
         return ("has no friction law - give it 'friction: {force: ...}' in the model file "
-                "(kernels.model: damper friction)")
+                "(kernels.forces.p2p_friction_parameters)")
     return None
 
 
@@ -1058,8 +1069,10 @@ BUSHING = ElementGroup(
     "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
     build=build_bushings, validate=check_bushing, describe=describe_bushings, events=BUSHING_EVENTS,
     builtin=True,
-    targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_curve="kc"),
-             "damping": Target("c_scale", directions=True, value_key="c", value_curve="cc")})
+    targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_units=("N/m", "N m/rad"),
+                                 value_curve="kc"),
+             "damping": Target("c_scale", directions=True, value_key="c", value_units=("N s/m", "N m s/rad"),
+                               value_curve="cc")})
 P2P = ElementGroup(
     "p2p", "p2p", p2p_element, jacobian=p2p_element_jacobian,
     build=build_p2p, validate=check_p2p, describe=describe_p2p, min_length=1e-6, events=P2P_EVENTS,
@@ -1067,7 +1080,7 @@ P2P = ElementGroup(
     targets={"spring.rate": Target("k_scale", kind="spring"),
              "damper.compression": Target("c_scale", 0, kind="damper"),
              "damper.rebound": Target("c_scale", 1, kind="damper"),
-             "damper.friction": Target("friction", kind="damper", value_key="friction",
+             "damper.friction": Target("friction", kind="damper", value_key="friction", value_units="N",
                                        requires=_friction_law),
              "bump_stop.force": Target("k_scale", kind="bump_stop"),
              "rebound_stop.force": Target("k_scale", kind="rebound_stop")})
@@ -1088,7 +1101,7 @@ def register_group(group: ElementGroup) -> ElementGroup:
     if group.builtin or group.build is None:
         raise ValueError(f"element group {group.name!r}: a registered group needs 'build' "
                          "(and is not builtin)")
-    if group.name in GROUPS:
+    if group.name in GROUPS or group.name == "tyre_contact":     # (the tyres' entry of the event state)
         raise ValueError(f"element group {group.name!r} is already registered")
     if group.table_key in RESERVED_TABLE_KEYS or any(
             g.table_key == group.table_key for g in GROUPS.values()):

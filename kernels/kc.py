@@ -183,7 +183,7 @@ COMPLIANCE_UNITS = ("SI: m/N (x,y,z per fx,fy,fz), m/(N m) (x,y,z per mx,my,mz),
 # --------------------------------------------------------------------------- rig set-up
 
 def brake_lock_index(model):
-    """(rows, cols) of ``bu_k`` that lock the brakes: for every bushing joining a
+    """(rows, cols) of the bushings' ``k`` that lock the brakes: for every bushing joining a
     wheel to a body other than the chassis (the wheel bearing), the rotational
     direction of its marker-1 frame that is parallel to the wheel's spin axis
     (wheel body y) at the design position. Host-side (numpy)."""
@@ -302,7 +302,7 @@ def travel_lock_slots(model):
 
 
 def rack_direction(model, r, joints):
-    """(2, nb, 3): change of ``bu_pos2`` (second-body frame) per metre of rack
+    """(2, nb, 3): change of the bushings' ``pos2`` (second-body frame) per metre of rack
     travel of the left / right steering joint, the marker moving along
     vehicle +y (rack travel > 0 to the left)."""
     m = model.topology.n_bodies
@@ -840,7 +840,7 @@ def travel_curve(model, eq0, travel, mode="parallel", tol=1e-6, max_iter=60,
 
 
 def rack_travel_direction(model, r, joints):
-    """(nb, 3): change of ``bu_pos2`` per metre of rack travel (+y) of the
+    """(nb, 3): change of the bushings' ``pos2`` per metre of rack travel (+y) of the
     whole rack: both steering joints (one, when both sides share it)."""
     D = rack_direction(model, r, joints)
     return D[0] if int(joints[0]) == int(joints[1]) else D[0] + D[1]

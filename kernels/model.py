@@ -33,11 +33,6 @@ the design position (x forward, y left, z up; m).
 other        a registered element group's section (``kernels.forces.GROUPS``,
              its ``table_key``): index, name, marker_1, marker_2 and the
              group's own fields (checked by its ``validate``).
-
-Every element group - the bushings and P2P elements too - is checked and
-built the same way (:class:`kernels.forces.ElementGroup`: ``validate``,
-``describe``, ``build``); this module checks what every group shares (the
-markers) and lays out the bodies, the groups and the flexible bodies.
 ``flexible_bodies``  index, name, body (a ``bodies`` index: the floating
              reference frame, a mean-axis frame at the centre of mass, with
              the body's mass and inertia), frequencies [Hz] (n > 0 free-free
@@ -52,6 +47,11 @@ markers) and lays out the bodies, the groups and the flexible bodies.
              origin is the wheel centre and whose body y axis is the spin
              axis. The external excitation u (method.md eq. 1b) is the force
              and torque (vehicle frame) at each wheel centre.
+
+Every element group - the bushings and P2P elements too - is checked and
+built the same way (:class:`kernels.forces.ElementGroup`: ``validate``,
+``describe``, ``build``); this module checks what every group shares (the
+markers) and lays out the bodies, the groups and the flexible bodies.
 
 Sign of forces: a bushing's characteristic gives the force that the element
 exerts on its *first* body, in marker_1's frame, as a function of the
@@ -74,9 +74,6 @@ from kernels.names import DIRECTIONS, SIDES
 __all__ = ["DIRECTIONS", "P2P_KINDS", "GROUND", "ModelError", "Topology", "Model",
            "validate_tables", "build_model", "export_tables", "cast_floats"]
 P2P_KINDS, STOP_LAWS = forces.P2P_KINDS, forces.STOP_LAWS
-# the discrete state of the switching laws as built (Model.elements["p2p"]["contact"],
-# Model.elements["p2p"]["slip"]): kernels.forces
-CONTACT_AUTO, SLIP_OFF = forces.CONTACT_AUTO, forces.SLIP_OFF
 GROUND = 0
 # table sections that traced functions read from ``Topology.tables`` (host
 # side, folded into the program): part of ``Topology.structure``
@@ -172,8 +169,8 @@ class Topology:
         return sum(len(g.names(self)) for g in self.element_groups)
 
     def _key(self):
-        groups = tuple((g.name if g.builtin else g, tuple(self.group_names[g.name]),
-                        np.asarray(self.group_bodies[g.name]).tobytes(),
+        groups = tuple((g.name if g.builtin else g, tuple(self.group_names.get(g.name, ())),
+                        np.asarray(self.group_bodies.get(g.name, np.zeros((0, 2), int))).tobytes(),
                         tuple(sorted(self.group_static.get(g.name, {}).items())))
                        for g in self.element_groups)
         return (self.name, self.body_names, groups, self.wheel_slots.tobytes(), self.flex_bodies,
@@ -202,7 +199,7 @@ def _field(**kw):
 class Model:
     """Model pytree. Array leaves can be vmapped over variants; ``topology`` is static.
 
-    Shapes: m bodies, K padded curve knots.
+    Shapes: m bodies (the element groups' tables: ``elements``).
     """
     mass: jax.Array            # (m,) kg
     inertia: jax.Array         # (m, 3, 3) kg m^2, body frame, about the CoM
@@ -224,8 +221,9 @@ class Model:
 
     def replace_elements(self, **groups):
         """This model with entries of its element groups' parameter tables
-        replaced, e.g. ``model.replace_elements(bushing={"k": k})``; the
-        other entries and groups are kept (jit/vmap/grad-safe)."""
+        (dicts, as every group's ``build`` returns) replaced, e.g.
+        ``model.replace_elements(bushing={"k": k})``; the other entries and
+        groups are kept (jit/vmap/grad-safe)."""
         elements = dict(self.elements)
         for name, entries in groups.items():
             if name not in elements:
@@ -369,7 +367,7 @@ def _check_ends(e, w, markers, marker_rows, min_length=0.0):
         length = np.linalg.norm(np.subtract(m2["position"], m1["position"]))
         if length < min_length:
             raise ModelError(f"{w}: markers coincide at the design position (length {length} m); "
-                             "this element needs a line of action")
+                             "this element acts along the line between them and needs one")
 
 
 # --------------------------------------------------------------------------- building

@@ -108,8 +108,9 @@ STATE_ORDER = STATE + "::test_order_is_kept_through_contact_and_lift_off"
 STATE_CONTACT = STATE + "::test_contact_time_is_located_to_1e_9_s"
 STATE_FRICTION = STATE + "::test_coulomb_friction_stick_slip_on_one_coordinate"
 STATE_LANES = STATE + "::test_lanes_with_and_without_events_are_independent"
-STATE_MODEL = [STATE + "::test_model_stop_with_clearance_keeps_the_order_and_radau_agrees",
-               STATE + "::test_damper_coulomb_friction_against_the_analytic_stick_slip"]
+STATE_RIGS = "tests/kernels/test_state_events_rigs.py"
+STATE_MODEL = [STATE_RIGS + "::test_model_stop_with_clearance_keeps_the_order_and_radau_agrees",
+               STATE_RIGS + "::test_damper_coulomb_friction_against_the_analytic_stick_slip"]
 REPRO = "tests/sweep/test_reproduce.py"
 REPRO_TESTS = ["tests/sweep/engine/test_stream_order.py",
                REPRO + "::test_resumed_cube_parameters_reproduce_its_results",

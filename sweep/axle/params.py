@@ -40,9 +40,12 @@ again - toe, camber and ride height at the design wheel load, as
 ``python -m sweep.align`` does (what a designer comparing layouts wants) -
 on the host before the variant runs (:func:`sweep.axle.alignment.variant_config`).
 
-A registered force-element group (``kernels.forces.register_group``) adds the
-targets ``<group>.<target>`` it declares in ``ElementGroup.targets`` (scale
-mode: a factor on ``model.elements[group][key]`` of the matching elements).
+Every element group declares its targets (``ElementGroup.targets``,
+:class:`kernels.forces.Target`) - the bushing's and the P2P elements' above
+as a registered group's (``kernels.forces.register_group``): ``<group>.<target>``,
+or ``<kind>.<target>`` for a target of one kind of the group's elements; a
+factor on ``model.elements[group][key]`` of the matching elements, or in
+value mode the entry's value in the target's units.
 
 Applying a parameter vector to a model is a pure function
 (:meth:`ParameterSet.apply`), so it vmaps over variants and differentiates.
@@ -76,7 +79,7 @@ AXES = ("x", "y", "z")
 class Parameter:
     name: str
     target: str
-    field: object         # ("elements", group, key), ("flex", key) or a Model field name
+    field: object         # ("elements", group, key) or ("flex", key); None for a hardpoint
     index: tuple          # index arrays into the field
     mode: str
     nominal: float
@@ -84,6 +87,7 @@ class Parameter:
     upper: float
     scale: str
     alignment: str = "hold"     # hardpoint parameters: hold the file's alignment or realign per variant
+    units: object = None        # mode value: the values' unit, or (translational, rotational) per direction
 
     def to_unit(self, x):
         x = np.asarray(x, float)
@@ -99,11 +103,10 @@ class Parameter:
 
 
 def _get_field(model, field):
-    if isinstance(field, tuple) and field[0] == "flex":
+    """The model table entry of a parameter: ("elements", group, key) or ("flex", key)."""
+    if field[0] == "flex":
         return model.flex[field[1]]
-    if isinstance(field, tuple):
-        return model.elements[field[1]][field[2]]
-    return getattr(model, field)
+    return model.elements[field[1]][field[2]]
 
 
 def group_targets(model):
@@ -111,8 +114,15 @@ def group_targets(model):
     element groups, in their order (the bushing's, the P2P elements', then a
     registered group's): ``<group>.<target>``, or the target's own name for a
     target of one kind (``spring.rate``)."""
-    return {(t if v.kind is not None else f"{g.name}.{t}"): (g, v)
-            for g in model.topology.element_groups for t, v in g.targets.items()}
+    out = {}
+    for g in model.topology.element_groups:
+        for t, v in g.targets.items():
+            name = t if v.kind is not None else f"{g.name}.{t}"
+            if name in out:
+                raise ConfigError(f"element group {g.name!r}: sweep target {name!r} is also "
+                                  f"{out[name][0].name!r}'s")
+            out[name] = (g, v)
+    return out
 
 
 def _patterns(spec):
@@ -205,19 +215,13 @@ class ParameterSet:
         if not updates:
             return model
         import dataclasses
-        fields = {f: a for f, a in updates.items() if not isinstance(f, tuple)}
-        flex = {f[1]: a for f, a in updates.items() if isinstance(f, tuple) and f[0] == "flex"}
-        if flex:
-            fields["flex"] = {**model.flex, **flex}
-            updates = {f: a for f, a in updates.items() if not (isinstance(f, tuple) and f[0] == "flex")}
-        groups = {f[1] for f in updates if isinstance(f, tuple)}
-        if groups:
-            elements = dict(model.elements)
-            for g in groups:
-                elements[g] = {**elements[g], **{f[2]: a for f, a in updates.items()
-                                                 if isinstance(f, tuple) and f[1] == g}}
-            fields["elements"] = elements
-        return dataclasses.replace(model, **fields)
+        groups = {}
+        for f, a in updates.items():
+            if f[0] == "elements":
+                groups.setdefault(f[1], {})[f[2]] = a
+        model = model.replace_elements(**groups) if groups else model
+        flex = {f[1]: a for f, a in updates.items() if f[0] == "flex"}
+        return dataclasses.replace(model, flex={**model.flex, **flex}) if flex else model
 
 
 def check_keys(what, mapping, known):
@@ -289,10 +293,6 @@ def build_parameters(spec, model) -> ParameterSet:
                     why = tg.requires(model, i)
                     if why:
                         raise ConfigError(f"{what}: {kind} {names[i]!r} {why}")
-            if mode == "value" and tg.value_key is None:
-                valued = [t for t, (_, v) in targets.items() if v.value_key is not None]
-                raise ConfigError(f"{what}.mode = value is only for the targets {', '.join(valued)}")
-            field = ("elements", group.name, tg.value_key if mode == "value" else tg.key)
             if tg.directions:
                 dlist = []
                 for d in _patterns(p.get("directions", "all")):
@@ -312,6 +312,10 @@ def build_parameters(spec, model) -> ParameterSet:
                                       "directions (only bushing targets do); leave the key out")
                 index = ((np.array(rows),) if tg.column is None
                          else (np.array(rows), np.full(len(rows), tg.column)))
+            if mode == "value" and tg.value_key is None:
+                valued = [t for t, (_, v) in targets.items() if v.value_key is not None]
+                raise ConfigError(f"{what}.mode = value is only for the targets {', '.join(valued)}")
+            field = ("elements", group.name, tg.value_key if mode == "value" else tg.key)
             if mode == "value" and tg.value_curve is not None:
                 curve = model.elements[group.name][tg.value_curve]
                 has_curve = np.any(np.asarray(curve["coef"])[index] != 0, axis=(-1, -2))
@@ -343,7 +347,8 @@ def build_parameters(spec, model) -> ParameterSet:
         # ParameterSet.apply declares its scatters unique_indices=True
         if len({tuple(int(a[j]) for a in index) for j in range(len(index[0]))}) != len(index[0]):
             raise AssertionError(f"{what}: repeated entries in the parameter's index (internal error)")
-        out.append(Parameter(name, target, field, index, mode, nominal, lo, hi, scale))
+        units = tg.value_units if mode == "value" and target not in FLEXIBLE_TARGETS else None
+        out.append(Parameter(name, target, field, index, mode, nominal, lo, hi, scale, units=units))
     return ParameterSet(out)
 
 

@@ -101,17 +101,17 @@ def channel_shapes(channels, fn, *example):
 
 
 def parameter_units(p):
-    """Units of a swept parameter's values: "1" for scale factors; the linear
-    coefficient's unit in value mode (translational / rotational directions)."""
+    """Units of a swept parameter's values: "1" for scale factors; in value
+    mode the unit its target declares (``kernels.forces.Target.value_units``;
+    per direction: translational / rotational)."""
     if p.mode == "scale":
         return "1"
-    if p.target == "damper.friction":       # a Coulomb force, one per damper
-        return "N"
     if p.target == "hardpoint":             # an offset of hardpoints along one axis
         return "m"
+    if isinstance(p.units, str):            # the target's unit (kernels.forces.Target.value_units)
+        return p.units
     cols = set(int(c) for c in np.asarray(p.index[1]).ravel())
-    k = p.target == "bushing.stiffness"
-    trans, rot = ("N/m", "N m/rad") if k else ("N s/m", "N m s/rad")
+    trans, rot = p.units                    # per direction: translational, rotational
     if cols <= {0, 1, 2}:
         return trans
     if cols <= {3, 4, 5}:

@@ -68,7 +68,10 @@ def torsion_validate(row, where):
 
 
 TORSION = forces.ElementGroup(NAME, TABLE, torsion_element, build=torsion_build,
-                              validate=torsion_validate, targets={"stiffness": ("k", None)})
+                              validate=torsion_validate,
+                              targets={"stiffness": ("k", None),      # a factor on k
+                                       # k itself in value mode [N m/rad]
+                                       "rate": forces.Target("k", value_key="k", value_units="N m/rad")})
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +220,12 @@ def test_sweep_parameter_on_the_registered_group(tor_model):
     with pytest.raises(ConfigError, match="matches no"):
         build_parameters({"t": {"target": f"{NAME}.stiffness", "elements": "nope", "bounds": [0.5, 2]}},
                          tor_model)
+    # a value-mode target the group declares: k set in its units, and those units on the cube
+    from sweep.engine.layout import parameter_units
+    pv = build_parameters({"k": {"target": f"{NAME}.rate", "mode": "value", "elements": "*_right",
+                                 "nominal": K_TORSION, "bounds": [100.0, 1000.0]}}, tor_model)
+    np.testing.assert_array_equal(pv.apply(tor_model, jnp.array([250.0])).elements[NAME]["k"], [K_TORSION, 250.0])
+    assert parameter_units(pv.params[0]) == "N m/rad" and parameter_units(pset.params[0]) == "1"
+    with pytest.raises(ConfigError, match="mode = value is only for the targets .*rate"):
+        build_parameters({"t": {"target": f"{NAME}.stiffness", "mode": "value", "nominal": 1.0,
+                                "bounds": [0.5, 2]}}, tor_model)

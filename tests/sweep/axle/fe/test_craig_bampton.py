@@ -1,4 +1,4 @@
-"""Flexible-body preprocessing (sweep/flexible): beam-frame elements, FE
+"""Flexible-body preprocessing (sweep/axle/fe): beam-frame elements, FE
 import, Craig-Bampton reduction to a floating-frame modal body, its cache.
 
 Every check has an oracle of its own: analytic beam theory for the elements,
