@@ -157,15 +157,6 @@ def assert_agrees(ratio):
     assert np.median(dev) < 0.02 and np.quantile(dev, 0.9) < 0.05 and dev.max() < 0.15, np.round(ratio, 3)
 
 
-def test_rough_road_psd_equals_frf_squared_times_road_psd():
-    """Frequency and time domain agree on the toy axle with tyres
-    (:func:`psd_ratio`, class B road, 12 s, 1-30 Hz; :func:`assert_agrees`:
-    the estimator's scatter cancels between input and output, and the toy
-    axle's linear laws make it linear). The double wishbone:
-    tests/kernels/test_road_axle.py."""
-    assert_agrees(psd_ratio("toy_trailing_arm"))
-
-
 def test_tyres_carry_no_static_load_of_their_own():
     """With tyres, the static state under the wheel loads is the one without
     them (to 1e-9 m, rad), and in that state the tyres at rest
