@@ -143,7 +143,7 @@ def switching_laws(model, exc=None):
     def state0(r, v, t=None):
         x = states(r, v)
         z = {g.name: {k: g.params(model)[k] for k in g.events.state} for g, *_ in groups}
-        out = {name: dict(s) for name, s in z.items()}
+        out = {}                # every group of z gets its fitted state below
         for g, rows, ends, flag in groups:
             new = each(g.events.mode0, g, rows, ends, flag, x, z)
             out[g.name] = {k: z[g.name][k].at[rows].set(new[k]) for k in g.events.state}
