@@ -6,9 +6,9 @@ Each element function maps the states of its own two bodies,
 The same functions are differentiated element-locally (``jacfwd`` w.r.t.
 the 24 states of the two bodies) to assemble J_r and J_v (eq. 5).
 
-Element types are :class:`ElementGroup` objects in the registry
-:data:`GROUPS` (built in: ``bushing``, ``p2p``); a new type is one group and
-a :func:`register_group` call (see the end of this module).
+Element types are :class:`ElementGroup` objects (built in: ``bushing``,
+``p2p``); a new type is one group that a model names (a model file's
+``elements:``, or ``tables["element_groups"]``; :class:`ElementRegistry`).
 """
 import contextlib
 import contextvars
@@ -842,19 +842,120 @@ def p2p_element_jacobian(prm, x1, x2):
 
 # ----------------------------------------------------------------------------- element groups
 #
-# Registry of force-element types. A group is one kind of element between two
-# bodies (method.md section 1: "force elements, grouped by type and
-# vectorised per group"); everything that walks the force elements (the
-# generalised forces and their element-local Jacobians, eq. 5, in
-# kernels.dynamics; the block pattern in kernels.blocks; the chassis reaction
-# in kernels.metrics; the topology hash) walks the groups of a model's
-# topology (``Topology.element_groups``: the built-in groups, then the
-# registered groups the model was built with), so a new element type is one
-# ``ElementGroup`` and a ``register_group`` call.
+# Force-element types. A group is one kind of element between two bodies
+# (method.md section 1: "force elements, grouped by type and vectorised per
+# group"); everything that walks the force elements (the generalised forces
+# and their element-local Jacobians, eq. 5, in kernels.dynamics; the block
+# pattern in kernels.blocks; the chassis reaction in kernels.metrics; the
+# topology hash) walks the groups of a model's topology
+# (``Topology.element_groups``: the built-in groups, then the groups the
+# model's tables added), so a new element type is one ``ElementGroup`` named
+# by the model (``ElementRegistry``).
 
 RESERVED_TABLE_KEYS = ("name", "gravity", "bodies", "markers", "wheels", "reference_bushings",
                        "steering_joints", "travel_lock", "vehicle",
-                       "steering_rack", "tyres", "sprung_body")
+                       "steering_rack", "tyres", "sprung_body", "element_groups", "hardpoints",
+                       "flexible_bodies")
+
+
+# --------------------------------------------------------------------------- model-file rows
+# A group's ``row`` turns one element of the model file's section into a row
+# of its table, through a placement (``sweep.axle.builder.Placement``: the
+# element's name and model-file path, its side, and the builder's hardpoints,
+# bodies, frames, markers and bushing types). Errors name ``place.what``.
+
+def placed_row(spec, place) -> dict:
+    """The row of an element with ``bodies: [A, B]`` and either ``at`` (both
+    markers at one point, axes from ``axis`` [default z] and ``x_hint``) or
+    ``from`` / ``to`` (one marker at each point, vehicle-frame axes); every
+    other key of ``spec`` is passed to the row unchanged (the group's
+    ``validate`` checks it). The row of a group without its own ``row``."""
+    b1, b2 = place.bodies(spec)
+    if "at" in spec:
+        p1 = p2 = place.point(spec["at"], "at")
+        R = place.frame(spec)
+    elif "from" in spec and "to" in spec:
+        p1, p2 = place.point(spec["from"], "from"), place.point(spec["to"], "to")
+        R = np.eye(3)
+    else:
+        raise ModelError(f"{place.what}: give 'at' or 'from' and 'to'")
+    row = {"marker_1": place.marker("/1", b1, p1, R), "marker_2": place.marker("/2", b2, p2, R)}
+    row.update({k: v for k, v in spec.items() if k not in ("bodies", "at", "axis", "x_hint", "from", "to")})
+    return row
+
+
+def bushing_row(spec, place) -> dict:
+    """A bushing of the model file: ``bodies``, ``at``, ``axis`` / ``x_hint``,
+    a ``type`` (the model's ``bushing_types``) and/or its own
+    characteristics, and an optional ``adjust: {body, direction, distance}``
+    (that body's marker moved by ``distance`` [m] along the axis spec: static
+    alignment). Preload and offset are given for the left side; the right
+    side's frame is the mirror image with local y reversed, so their values
+    there are (x, -y, z, -rx, ry, -rz) of the left side's (rotations are
+    axial vectors; ``place.mirrored6``)."""
+    what = place.what
+    b1, b2 = place.bodies(spec)
+    at = place.point(spec.get("at"), "at")
+    R = place.frame(spec)
+    ch = place.characteristics(spec)
+    at1, at2 = at, at
+    adj = spec.get("adjust")
+    if adj is not None:
+        if not isinstance(adj, dict) or set(adj) - {"body", "direction", "distance"}:
+            raise ModelError(f"{what}.adjust = {adj!r} must be a mapping with keys "
+                             "body, direction, distance")
+        try:
+            dist = float(adj.get("distance"))
+        except (TypeError, ValueError):
+            raise ModelError(f"{what}.adjust.distance = {adj.get('distance')!r} "
+                             "is not a number [m]") from None
+        if not np.isfinite(dist):
+            raise ModelError(f"{what}.adjust.distance = {dist!r} is not finite")
+        shift = dist * place.axis(adj.get("direction"), "adjust.direction")
+        if not isinstance(adj.get("body"), str):
+            raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} must name a body")
+        ab = place.body(adj.get("body"), "adjust.body")
+        if ab == b1:
+            at1 = at + shift
+        elif ab == b2:
+            at2 = at + shift
+        else:
+            raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} is not one of "
+                             f"the bushing's bodies {spec.get('bodies')}")
+    row = {"marker_1": place.marker("/1", b1, at1, R),
+           "marker_2": place.marker("/2", b2, at2, R),
+           "stiffness": list(map(float, ch["stiffness"])),
+           "damping": list(map(float, ch["damping"])),
+           "preload": place.mirrored6(ch.get("preload", [0] * 6)),
+           "offset": place.mirrored6(ch.get("offset", [0] * 6))}
+    for key in ("play", "play_law"):
+        if key in ch:
+            row[key] = ch[key]
+    for key in ("stiffness_curves", "damping_curves"):
+        if ch.get(key):
+            for d in ch[key]:
+                if d not in DIRECTIONS:
+                    raise ModelError(f"{what}.{key}: unknown direction {d!r}")
+            row[key] = ch[key]
+    return row
+
+
+P2P_ROW_KEYS = ("kind", "stiffness", "preload", "damping", "clearance", "length", "curve",
+                "seat_offset", "law", "friction")
+
+
+def p2p_row(spec, place) -> dict:
+    """A P2P element of the model file: ``bodies``, ``from``, ``to`` and the
+    law's keys (:data:`P2P_ROW_KEYS`); a stop without its own ``law`` takes
+    the model's ``stop_law`` (``place.stop_law``, None: the default)."""
+    b1, b2 = place.bodies(spec)
+    p1, p2 = place.point(spec.get("from"), "from"), place.point(spec.get("to"), "to")
+    row = {"marker_1": place.marker("/1", b1, p1, np.eye(3)),
+           "marker_2": place.marker("/2", b2, p2, np.eye(3))}
+    row.update({key: spec[key] for key in P2P_ROW_KEYS if key in spec})
+    if row.get("kind") in ("bump_stop", "rebound_stop") and "law" not in row and place.stop_law is not None:
+        row["law"] = place.stop_law      # the model's default law of its stops (model.stop_law)
+    return row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -926,6 +1027,10 @@ class Target:
             raise ValueError(f"Target({self.key!r}): value_curve is for a target with directions")
 
 
+NUMBER_KINDS = ("any", "non_negative", "positive")
+"""What ``ElementGroup.numbers`` may say of a number key."""
+
+
 def _unset(*_args):  # placeholder getter of a group that has not been completed
     raise AssertionError("ElementGroup getter not set")
 
@@ -980,6 +1085,19 @@ class ElementGroup:
                ``topology.group_names[name]``.
     kinds      optional getter topology -> the kind of each element (tuple of
                str), for targets of one kind; None: the group has no kinds.
+    numbers    the keys of the group's model-file entries that hold numbers
+               (one or a list, wherever they occur in an entry, e.g. a
+               curve's ``x``), each ``"any"``, ``"non_negative"`` or
+               ``"positive"``: checked with the model config's other numbers,
+               a wrong one an error naming its config path and value
+               (``sweep.core.config.check_model``; an added group's when the
+               model is built).
+    row        optional ``(spec, place) -> row``: one element of the model
+               file's section (``per_side`` / ``shared``, key ``table_key``)
+               -> its table row without index and name (the builder adds
+               them), markers made by ``place.marker``; None:
+               :func:`placed_row` (``at`` or ``from``/``to``, other keys as
+               given). ``place``: ``sweep.axle.builder.Placement``.
     builtin    True for the bushing and P2P groups: in every model (with or
                without rows), first; their tables are :data:`BUSHING_PARAMS` /
                :data:`P2P_PARAMS`.
@@ -998,6 +1116,8 @@ class ElementGroup:
     bodies: Optional[Callable] = None
     names: Optional[Callable] = None
     kinds: Optional[Callable] = None
+    numbers: Mapping = dataclasses.field(default_factory=dict)
+    row: Optional[Callable] = None
     builtin: bool = False
 
     def __post_init__(self):
@@ -1010,12 +1130,21 @@ class ElementGroup:
                 raise ValueError(f"element group {name!r}: target {t!r} of kind {v.kind!r} must be "
                                  f"named '{v.kind}.<target>'")
         object.__setattr__(self, "targets", targets)
+        bad = {k: v for k, v in dict(self.numbers).items() if v not in NUMBER_KINDS}
+        if bad:
+            raise ValueError(f"element group {name!r}: numbers {bad!r} must each be one of {NUMBER_KINDS}")
         if self.params is None:
             object.__setattr__(self, "params", lambda model: model.elements[name])
         if self.bodies is None:
             object.__setattr__(self, "bodies", lambda topo: topo.group_bodies[name])
         if self.names is None:
             object.__setattr__(self, "names", lambda topo: topo.group_names[name])
+
+    def __copy__(self):          # a group is compared by identity: a copy of tables keeps it
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 def _p2p_lengths(prm, x1, x2):
@@ -1068,7 +1197,9 @@ def _friction_law(model, row):
 BUSHING = ElementGroup(
     "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
     build=build_bushings, validate=check_bushing, describe=describe_bushings, events=BUSHING_EVENTS,
-    builtin=True,
+    row=bushing_row, builtin=True,
+    numbers={"stiffness": "non_negative", "damping": "non_negative", "loss_factor": "non_negative",
+             "loss_frequency": "positive", "preload": "any", "offset": "any", "x": "any", "y": "any"},
     targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_units=("N/m", "N m/rad"),
                                  value_curve="kc"),
              "damping": Target("c_scale", directions=True, value_key="c", value_units=("N s/m", "N m s/rad"),
@@ -1076,7 +1207,9 @@ BUSHING = ElementGroup(
 P2P = ElementGroup(
     "p2p", "p2p", p2p_element, jacobian=p2p_element_jacobian,
     build=build_p2p, validate=check_p2p, describe=describe_p2p, min_length=1e-6, events=P2P_EVENTS,
-    kinds=lambda topo: topo.group_static["p2p"]["kinds"], builtin=True,
+    kinds=lambda topo: topo.group_static["p2p"]["kinds"], row=p2p_row, builtin=True,
+    numbers={k: "any" for k in ("stiffness", "damping", "preload", "clearance", "length", "seat_offset",
+                                "x", "y")},
     targets={"spring.rate": Target("k_scale", kind="spring"),
              "damper.compression": Target("c_scale", 0, kind="damper"),
              "damper.rebound": Target("c_scale", 1, kind="damper"),
@@ -1086,44 +1219,84 @@ P2P = ElementGroup(
              "rebound_stop.force": Target("k_scale", kind="rebound_stop")})
 BUILTIN_GROUPS = (BUSHING, P2P)
 
-GROUPS: dict = {g.name: g for g in BUILTIN_GROUPS}
-"""The registry: group name -> :class:`ElementGroup` (built-in groups first).
-:func:`kernels.model.build_model` builds every registered group whose
-``table_key`` section the tables have."""
+RESERVED_GROUP_NAMES = ("tyre_contact",)      # the tyres' entry of the event state (kernels.system)
 
 
-def register_group(group: ElementGroup) -> ElementGroup:
-    """Add a force-element type to :data:`GROUPS` (ValueError on a clash of
-    name or table key, or a group without ``build``). Models built before
-    keep their groups (they live on the topology)."""
+class ElementRegistry:
+    """An explicit, immutable set of force-element groups: the built-in groups
+    (:data:`BUILTIN_GROUPS`, in every model) first, then the added ones in
+    order. There is no module-level registry: a model's tables name the
+    groups they add (``tables["element_groups"]``, which
+    :func:`sweep.axle.builder.build_tables` fills from the model file's
+    ``elements:`` and its ``groups`` argument), and
+    :func:`kernels.model.build_model` builds from them.
+
+    Adding a group checks it: an :class:`ElementGroup` with ``build``, not
+    built in, a name and table key no other group has (ValueError naming
+    the clash). Adding the same group object again keeps the one entry."""
+    __slots__ = ("groups",)
+
+    def __init__(self, groups=()):
+        out = list(BUILTIN_GROUPS)
+        for g in groups:
+            if any(g is h for h in out):
+                continue
+            _check_new(g, out)
+            out.append(g)
+        self.groups = tuple(out)
+
+    def add(self, *groups) -> "ElementRegistry":
+        """A new registry with ``groups`` added after these."""
+        return ElementRegistry(self.extra + tuple(groups))
+
+    @property
+    def extra(self) -> tuple:
+        """The added (not built-in) groups, in order."""
+        return tuple(g for g in self.groups if not g.builtin)
+
+    def __iter__(self):
+        return iter(self.groups)
+
+    def __len__(self):
+        return len(self.groups)
+
+    def __contains__(self, name):
+        return any(g.name == name for g in self.groups)
+
+    def __getitem__(self, name) -> ElementGroup:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise KeyError(f"no element group {name!r} (known: {', '.join(g.name for g in self.groups)})")
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def names(self) -> list:
+        return [g.name for g in self.groups]
+
+    def of_tables(self, tables) -> list:
+        """The groups a model of these tables has: the built-in groups (with or
+        without rows), then every added group whose section has rows."""
+        return [g for g in self.groups if g.builtin or tables.get(g.table_key)]
+
+    def __repr__(self):
+        return f"ElementRegistry({', '.join(self.names())})"
+
+
+def _check_new(group, groups):
+    """ValueError/TypeError unless ``group`` can join ``groups``."""
     if not isinstance(group, ElementGroup):
-        raise TypeError(f"register_group: {group!r} is not an ElementGroup")
+        raise TypeError(f"{group!r} is not a kernels.forces.ElementGroup")
     if group.builtin or group.build is None:
-        raise ValueError(f"element group {group.name!r}: a registered group needs 'build' "
+        raise ValueError(f"element group {group.name!r}: an added group needs 'build' "
                          "(and is not builtin)")
-    if group.name in GROUPS or group.name == "tyre_contact":     # (the tyres' entry of the event state)
-        raise ValueError(f"element group {group.name!r} is already registered")
-    if group.table_key in RESERVED_TABLE_KEYS or any(
-            g.table_key == group.table_key for g in GROUPS.values()):
+    if any(g.name == group.name for g in groups) or group.name in RESERVED_GROUP_NAMES:
+        raise ValueError(f"element group {group.name!r}: the name is already taken")
+    if group.table_key in RESERVED_TABLE_KEYS or any(g.table_key == group.table_key for g in groups):
         raise ValueError(f"element group {group.name!r}: table key {group.table_key!r} is "
                          "reserved or used by another group")
-    GROUPS[group.name] = group
-    return group
 
 
-def unregister_group(name: str) -> None:
-    """Remove a registered (not built-in) group from :data:`GROUPS` (no error if absent)."""
-    g = GROUPS.get(name)
-    if g is not None and g.builtin:
-        raise ValueError(f"element group {name!r} is built in")
-    GROUPS.pop(name, None)
-
-
-@contextlib.contextmanager
-def registered(group: ElementGroup):
-    """Context manager: ``group`` registered inside the block, removed after."""
-    register_group(group)
-    try:
-        yield group
-    finally:
-        unregister_group(group.name)
+BUILTIN = ElementRegistry()
+"""The registry of the built-in groups alone (``bushing``, ``p2p``)."""

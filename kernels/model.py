@@ -30,9 +30,12 @@ the design position (x forward, y left, z up; m).
              :func:`kernels.forces.p2p_law_parameters`; stops: ``law`` (smooth |
              switching), dampers: ``friction``
              (:func:`kernels.forces.p2p_friction_parameters`).
-other        a registered element group's section (``kernels.forces.GROUPS``,
-             its ``table_key``): index, name, marker_1, marker_2 and the
-             group's own fields (checked by its ``validate``).
+``element_groups``  optional: the force-element groups the model adds to
+             the built-in ones (:class:`kernels.forces.ElementGroup` objects,
+             :class:`kernels.forces.ElementRegistry`).
+other        an added element group's section (its ``table_key``): index,
+             name, marker_1, marker_2 and the group's own fields (checked by
+             its ``validate``).
 ``flexible_bodies``  index, name, body (a ``bodies`` index: the floating
              reference frame, a mean-axis frame at the centre of mass, with
              the body's mass and inertia), frequencies [Hz] (n > 0 free-free
@@ -97,8 +100,8 @@ class Topology:
     body_index: tuple          # user index of each state slot
     wheel_slots: np.ndarray     # (2,) state slots of left and right wheel
     tables: Any                 # the validated plain tables (exportable)
-    # registered (not built-in) element groups the model was built with
-    # (kernels.forces.ElementGroup, in registry order); every group's
+    # added (not built-in) element groups the model was built with
+    # (kernels.forces.ElementGroup, in the tables' element_groups order); every group's
     # elements (the built-in groups' too), by group name: their names, their
     # (n, 2) state slots (slot n_bodies = ground) and what its ``describe``
     # says of them (e.g. "p2p": kinds, events)
@@ -208,7 +211,7 @@ class Model:
     topology: Topology = _field(metadata=dict(static=True))
     # the force elements' parameter tables, {group name: pytree with leading
     # axis n_group}, every group of the topology: "bushing" and "p2p" (their
-    # keys: kernels.forces.BUSHING_PARAMS / P2P_PARAMS), then the registered
+    # keys: kernels.forces.BUSHING_PARAMS / P2P_PARAMS), then the added
     # groups (their ElementGroup.build)
     elements: dict = _field(default_factory=dict)
     # flexible bodies (kernels.flexible; empty for a rigid model): "k" (nq, 6)
@@ -347,10 +350,24 @@ def _check_flexible(tables, bodies, body_rows, markers, marker_rows):
 
 def element_groups_of(tables):
     """The element groups a model of these tables has: the built-in groups
-    (always, with or without rows), then every registered group whose section
-    the tables have, in registry order."""
-    return list(forces.BUILTIN_GROUPS) + [g for g in forces.GROUPS.values()
-                                          if not g.builtin and tables.get(g.table_key)]
+    (always, with or without rows), then every group of
+    ``tables["element_groups"]`` whose section has rows, in that order
+    (:meth:`kernels.forces.ElementRegistry.of_tables`). A wrong entry is a
+    :class:`ModelError` naming it."""
+    return registry_of(tables).of_tables(tables)
+
+
+def registry_of(tables) -> "forces.ElementRegistry":
+    """The :class:`kernels.forces.ElementRegistry` of the tables' ``element_groups``."""
+    added = tables.get("element_groups") or ()
+    if isinstance(added, forces.ElementRegistry):
+        return added
+    if not isinstance(added, (list, tuple)):
+        raise ModelError(f"element_groups = {added!r}: must be a list of kernels.forces.ElementGroup")
+    try:
+        return forces.ElementRegistry(tuple(added))
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"element_groups: {err}") from None
 
 
 def _check_ends(e, w, markers, marker_rows, min_length=0.0):

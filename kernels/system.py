@@ -35,7 +35,7 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
 
     State events: where the model has switching laws (a stop with ``law:
     switching``, a damper with switching ``friction``, a bushing's play with
-    the switching law, a registered group's ``events``; tyres that may lift
+    the switching law, an added group's ``events``; tyres that may lift
     off), the system carries their discrete state z (:func:`switching_laws`);
     a model without them has none (nothing is traced for them).
     ``state_events=False`` leaves them out: the stops by the sign of their
@@ -105,7 +105,7 @@ def switching_laws(model, exc=None):
     :class:`kernels.integrate.System` (its ``event_*`` functions over flat
     r, v and the time t). The discrete state z is a dict: for every element
     group with state events (:func:`event_groups`; the P2P stops and
-    friction dampers, the bushings with switching play, a registered group's
+    friction dampers, the bushings with switching play, an added group's
     own, :class:`kernels.forces.Events`) {group: {entry: (n, ...) array}},
     the entries of its parameter table that ``System.bind`` sets; and
     ``"tyre_contact"``, the road contact of each tyre (2,): 1 on the road, 0

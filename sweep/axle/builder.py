@@ -24,7 +24,8 @@ markers then do not coincide at the design pose and the equilibrium takes
 up the adjustment. ``python -m sweep.align`` finds the distances that give
 the stated design toe / camber.
 
-Registered force-element groups (``kernels.forces.register_group``): a
+Added force-element groups (a model file's ``elements:``, or
+``build_tables(..., groups=...)``; :class:`kernels.forces.ElementRegistry`): a
 ``per_side`` / ``shared`` section named after the group's ``table_key``
 lists its elements, each with ``bodies: [A, B]`` and either ``at`` (both
 markers at one point, axes from ``axis`` [default z] and ``x_hint``) or
@@ -112,6 +113,64 @@ class _Side:
         if not np.isfinite(n) or n == 0:
             raise ModelError(f"{what} = {spec!r} is not a direction")
         return d / n
+
+
+class Placement:
+    """What an element group's model-file row function (``ElementGroup.row``,
+    :func:`kernels.forces.bushing_row` etc.) uses for one element.
+
+    name    the element's name (``<name>_<side>`` under ``per_side``)
+    what    its model-file path (``model.<section>.<name>``), for errors
+    side    "left" | "right" (an element under ``shared``: "left", the left
+            side's hardpoints)
+    stop_law  the model's ``stop_law`` (None: not given)
+
+    Each ``key`` below is the spec's key, named in errors as ``what.key``."""
+
+    def __init__(self, name, what, side: "_Side", suffix, add_marker, body_ref, types, stop_law):
+        self.name, self.what, self._side, self._suffix = name, what, side, suffix
+        self.side = side.side
+        self._add_marker, self._body_ref, self._types = add_marker, body_ref, types
+        self.stop_law = stop_law
+
+    def bodies(self, spec):
+        """The two body indices of ``spec["bodies"]`` (``[A, B]``)."""
+        b = spec.get("bodies")
+        if not isinstance(b, list) or len(b) != 2:
+            raise ModelError(f"{self.what}.bodies must name two bodies")
+        return tuple(self._body_ref(x, self._suffix, f"{self.what}.bodies") for x in b)
+
+    def body(self, ref, key):
+        """The body index of a body name (a per_side element's without its side)."""
+        return self._body_ref(ref, self._suffix, f"{self.what}.{key}")
+
+    def point(self, spec, key):
+        """A point spec -> (3,) vehicle frame [m], this side's."""
+        return self._side.point(spec, f"{self.what}.{key}")
+
+    def axis(self, spec, key):
+        """An axis spec -> unit (3,) vector, this side's."""
+        return self._side.axis(spec, f"{self.what}.{key}")
+
+    def frame(self, spec):
+        """The element frame (3, 3 columns x, y, z) from ``axis`` (default z) and ``x_hint``."""
+        return frame_from_axis(self.axis(spec.get("axis", [0, 0, 1]), "axis"),
+                               self._side.x_hint(spec.get("x_hint"), f"{self.what}.x_hint"))
+
+    def marker(self, end, body, position, R):
+        """A new marker ``<name><end>`` on ``body`` at ``position`` with axes
+        ``R`` (vehicle frame) -> its index."""
+        return self._add_marker(self.name + end, body, position, R)
+
+    def characteristics(self, spec):
+        """A bushing's ``type`` (the model's ``bushing_types``) merged with its
+        own keys, damping from a loss factor where not given."""
+        return _characteristics(spec, self._types, self.what)
+
+    def mirrored6(self, values):
+        """Six left-side values in this side's element frame (local y reversed
+        on the right: x, -y, z, -rx, ry, -rz)."""
+        return _mirrored(values, MIRROR_LOCAL if self.side == "right" else np.ones(6))
 
 
 def frame_from_axis(z, x_hint=(1.0, 0.0, 0.0)):
@@ -271,14 +330,14 @@ ALIGNMENT = {"toe_deg": ANY, "camber_deg": ANY, "toe_by": ANY, "camber_by": ANY,
              "seat_offset_of": ANY, "wheel_load": ANY, "pretension": Names(ANY)}
 
 
-def model_keys() -> dict:
+def model_keys(groups=()) -> dict:
     """The keys a model file may have (nested; :class:`Names` where the user
-    names the entries). A registered element group's section takes the
-    common placement keys; its other keys are the group's own (its
-    ``validate`` checks them)."""
+    names the entries). The section of an added element group (``groups``,
+    e.g. :func:`load_element_groups`' ``extra``) takes the common placement
+    keys; its other keys are the group's own (its ``validate`` checks them)."""
     section = {"bodies": Names(BODY), "flexible_bodies": Names(FLEXIBLE), "bushings": Names(BUSHING),
                "p2p": Names(P2P)}
-    section.update({g.table_key: Names(ANY) for g in forces.GROUPS.values() if not g.builtin})
+    section.update({g.table_key: Names(ANY) for g in groups if not g.builtin})
     return {"name": ANY, "description": ANY, "notes": ANY, "gravity": ANY, "stop_law": ANY,
             "elements": ANY, "hardpoints": Names(ANY), "bushing_types": Names(CHARACTERISTICS),
             "per_side": section, "shared": section, "wheels": {"left": ANY, "right": ANY},
@@ -375,25 +434,31 @@ def add_sprung_body(bodies, markers, bushings, wheel_ids, mass_per_wheel):
     return idx
 
 
-def load_element_groups(entries, key="model.elements"):
-    """Register the force-element groups a model file names in ``elements:``
-    (a list of ``"module:ATTRIBUTE"``, the attribute a
+def load_element_groups(entries, key="model.elements", groups=()):
+    """The force-element groups a model file names in ``elements:`` (a list
+    of ``"module:ATTRIBUTE"``, the attribute a
     :class:`kernels.forces.ElementGroup` or a list of them; the module is
     imported like any Python module, e.g. from the working directory or an
-    installed package). A group already registered as the same object is
-    kept; another group under its name or table key is an error. Returns
-    the groups. Every failure is a :class:`ModelError` naming the entry.
-    The working directory is searched first, as ``python -m sweep`` does
-    (the ``axle-sweep`` script does not put it on ``sys.path`` itself)."""
+    installed package), after ``groups`` (given in Python): a
+    :class:`kernels.forces.ElementRegistry`. Nothing is registered anywhere
+    else: the registry travels with the model's tables
+    (``tables["element_groups"]``). The same group object named twice is one
+    entry; another group under a taken name or table key is an error. Every
+    failure is a :class:`ModelError` naming the entry. The working
+    directory is searched first, as ``python -m sweep`` does (the
+    ``axle-sweep`` script does not put it on ``sys.path`` itself)."""
     import importlib
     import os
     import sys
+    try:
+        registry = forces.ElementRegistry(tuple(groups))
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"element groups given to the model build: {err}") from None
     if entries is None:
-        return []
+        return registry
     if isinstance(entries, str) or not isinstance(entries, (list, tuple)):
         raise ModelError(f"{key} = {entries!r}: must be a list of 'module:ATTRIBUTE' entries "
                          "(each an ElementGroup or a list of them)")
-    groups = []
     for i, entry in enumerate(entries):
         where = f"{key}[{i}] = {entry!r}"
         if not isinstance(entry, str) or entry.count(":") != 1 or not all(entry.split(":")):
@@ -409,19 +474,14 @@ def load_element_groups(entries, key="model.elements"):
         if not hasattr(mod, attr):
             raise ModelError(f"{where}: module {module!r} has no attribute {attr!r}")
         value = getattr(mod, attr)
-        found = list(value) if isinstance(value, (list, tuple)) else [value]
-        for g in found:
+        for g in (list(value) if isinstance(value, (list, tuple)) else [value]):
             if not isinstance(g, forces.ElementGroup):
                 raise ModelError(f"{where}: {g!r} is not a kernels.forces.ElementGroup")
-            if forces.GROUPS.get(g.name) is g:
-                groups.append(g)
-                continue
             try:
-                forces.register_group(g)
+                registry = registry.add(g)
             except (TypeError, ValueError) as err:
                 raise ModelError(f"{where}: {err}") from None
-            groups.append(g)
-    return groups
+    return registry
 
 
 def unknown_keys(cfg, spec=None, path="model"):
@@ -444,13 +504,14 @@ def unknown_keys(cfg, spec=None, path="model"):
     return out
 
 
-def check_keys(cfg, source=None):
+def check_keys(cfg, source=None, groups=()):
     """Raise :class:`ModelError` for the first unknown key of a model config:
     its full path, the closest known key, and (``source``: the model file)
-    the file and line. A misspelt key must never be dropped silently - it
-    would leave the value it meant at its default."""
+    the file and line. ``groups``: the added element groups, whose sections
+    are keys. A misspelt key must never be dropped silently - it would leave
+    the value it meant at its default."""
     import difflib
-    bad = unknown_keys(_plain(cfg))
+    bad = unknown_keys(_plain(cfg), model_keys(groups))
     if not bad:
         return
     path, known = bad[0]
@@ -745,8 +806,8 @@ def load_model_file(path) -> dict:
     cfg = load_yaml_strict(path)
     if not isinstance(cfg, dict) or not cfg:
         raise ModelError(f"model file {path}: {'is empty' if not cfg else 'is not a mapping of model keys'}")
-    load_element_groups(cfg.get("elements"))       # their sections are model keys
-    check_keys(cfg, path)
+    registry = load_element_groups(cfg.get("elements"))       # their sections are model keys
+    check_keys(cfg, path, registry.extra)
     return cfg
 
 
@@ -791,7 +852,7 @@ def moved_hardpoints(hp, offsets):
     return out
 
 
-def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
+def build_tables(cfg, source=None, hardpoint_offsets=(), groups=()) -> dict:
     """Model config -> validated-ready plain tables (see :mod:`kernels.model`).
     ``source``: the model file, named with the line in an unknown-key error
     (default: the running Hydra job's model file). ``hardpoint_offsets``:
@@ -799,13 +860,19 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
     body frames, rod inertias, marker and element frames, reference lengths
     and the design position all follow - the same tables as a model file
     with the points moved by hand; shared elements (the centre) see the left
-    side's points."""
+    side's points. ``groups``: force-element groups
+    (:class:`kernels.forces.ElementGroup`) the model has beside the built-in
+    ones and those its ``elements:`` names (:func:`load_element_groups`);
+    the tables name them all (``element_groups``)."""
     cfg = _plain(cfg)
     if not cfg:
         raise ModelError("model: the model config is empty (no bodies, bushings or wheels)")
     source = source or model_source()
-    load_element_groups(cfg.get("elements"))       # before the keys: their sections are model keys
-    check_keys(cfg, source)
+    registry = load_element_groups(cfg.get("elements"), groups=groups)   # before the keys: their sections are keys
+    check_keys(cfg, source, registry.extra)
+    if registry.extra:            # their number keys (the built-in groups' are checked with the config)
+        from sweep.core.config import check_model
+        check_model(cfg, groups=registry.extra, sections={g.table_key for g in registry.extra})
     check_alignment(cfg)
     if hardpoint_offsets:
         hps = moved_hardpoints(cfg.get("hardpoints") or {}, hardpoint_offsets)
@@ -886,110 +953,19 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
                         "orientation": np.asarray(R).tolist()})
         return idx
 
-    def add_bushing(name, spec, side, suffix):
-        what = f"model.bushings.{name}"
-        b = spec.get("bodies")
-        if not isinstance(b, list) or len(b) != 2:
-            raise ModelError(f"{what}.bodies must name two bodies")
-        b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
-        at = side.point(spec.get("at"), f"{what}.at")
-        R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
-                            side.x_hint(spec.get("x_hint"), f"{what}.x_hint"))
-        ch = _characteristics(spec, types, what)
-        at1, at2 = at, at
-        adj = spec.get("adjust")
-        if adj is not None:
-            if not isinstance(adj, dict) or set(adj) - {"body", "direction", "distance"}:
-                raise ModelError(f"{what}.adjust = {adj!r} must be a mapping with keys "
-                                 "body, direction, distance")
-            try:
-                dist = float(adj.get("distance"))
-            except (TypeError, ValueError):
-                raise ModelError(f"{what}.adjust.distance = {adj.get('distance')!r} "
-                                 "is not a number [m]") from None
-            if not math.isfinite(dist):
-                raise ModelError(f"{what}.adjust.distance = {dist!r} is not finite")
-            shift = dist * side.axis(adj.get("direction"), f"{what}.adjust.direction")
-            if not isinstance(adj.get("body"), str):
-                raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} must name a body")
-            ab = body_ref(adj.get("body"), suffix, f"{what}.adjust.body")
-            if ab == b1:
-                at1 = at + shift
-            elif ab == b2:
-                at2 = at + shift
-            else:
-                raise ModelError(f"{what}.adjust.body = {adj.get('body')!r} is not one of "
-                                 f"the bushing's bodies {b}")
-        # preload and offset are given for the left side; the right side's
-        # frame is the mirror image with local y reversed (frame_from_axis of
-        # mirrored axes), so its mirrored preload and offset are
-        # (x, -y, z, -rx, ry, -rz) of the left side's (rotations are axial vectors)
-        flip = MIRROR_LOCAL if side.side == "right" else np.ones(6)
-        row = {"index": len(bushings) + 1, "name": name,
-               "marker_1": add_marker(name + "/1", b1, at1, R),
-               "marker_2": add_marker(name + "/2", b2, at2, R),
-               "stiffness": list(map(float, ch["stiffness"])),
-               "damping": list(map(float, ch["damping"])),
-               "preload": _mirrored(ch.get("preload", [0] * 6), flip),
-               "offset": _mirrored(ch.get("offset", [0] * 6), flip)}
-        for key in ("play", "play_law"):
-            if key in ch:
-                row[key] = ch[key]
-        for key in ("stiffness_curves", "damping_curves"):
-            if ch.get(key):
-                for d in ch[key]:
-                    if d not in DIRECTIONS:
-                        raise ModelError(f"{what}.{key}: unknown direction {d!r}")
-                row[key] = ch[key]
-        bushings.append(row)
+    extra = {g.table_key: [] for g in registry.extra}
+    rows_of = {"bushings": bushings, "p2p": p2p, **extra}
 
-    def add_p2p(name, spec, side, suffix):
-        what = f"model.p2p.{name}"
-        b = spec.get("bodies")
-        if not isinstance(b, list) or len(b) != 2:
-            raise ModelError(f"{what}.bodies must name two bodies")
-        b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
-        p1 = side.point(spec.get("from"), f"{what}.from")
-        p2 = side.point(spec.get("to"), f"{what}.to")
-        row = {"index": len(p2p) + 1, "name": name,
-               "marker_1": add_marker(name + "/1", b1, p1, np.eye(3)),
-               "marker_2": add_marker(name + "/2", b2, p2, np.eye(3))}
-        for key in ("kind", "stiffness", "preload", "damping", "clearance", "length", "curve",
-                    "seat_offset", "law", "friction"):
-            if key in spec:
-                row[key] = spec[key]
-        if row.get("kind") in ("bump_stop", "rebound_stop") and "law" not in row and stop_law is not None:
-            row["law"] = stop_law      # the model's default law of its stops (model.stop_law)
-        p2p.append(row)
-
-    groups = [g for g in forces.GROUPS.values() if not g.builtin]
-    extra = {g.table_key: [] for g in groups}
-
-    def add_element(key, name, spec, side, suffix):
-        """A row of a registered element group (see the module docstring)."""
-        what = f"model.{key}.{name}"
+    def add_element(group, name, spec, side, suffix):
+        """A row of an element group from its model-file entry (``group.row``,
+        default :func:`kernels.forces.placed_row`)."""
+        what = f"model.{group.table_key}.{name}"
         if not isinstance(spec, dict):
             raise ModelError(f"{what} must be a mapping")
-        b = spec.get("bodies")
-        if not isinstance(b, list) or len(b) != 2:
-            raise ModelError(f"{what}.bodies must name two bodies")
-        b1, b2 = (body_ref(x, suffix, f"{what}.bodies") for x in b)
-        if "at" in spec:
-            p1 = p2 = side.point(spec["at"], f"{what}.at")
-            R = frame_from_axis(side.axis(spec.get("axis", [0, 0, 1]), f"{what}.axis"),
-                                side.x_hint(spec.get("x_hint"), f"{what}.x_hint"))
-        elif "from" in spec and "to" in spec:
-            p1 = side.point(spec["from"], f"{what}.from")
-            p2 = side.point(spec["to"], f"{what}.to")
-            R = np.eye(3)
-        else:
-            raise ModelError(f"{what}: give 'at' or 'from' and 'to'")
-        rows = extra[key]
-        row = {"index": len(rows) + 1, "name": name,
-               "marker_1": add_marker(name + "/1", b1, p1, R),
-               "marker_2": add_marker(name + "/2", b2, p2, R)}
-        row.update({k: v for k, v in spec.items()
-                    if k not in ("bodies", "at", "axis", "x_hint", "from", "to")})
+        place = Placement(name, what, side, suffix, add_marker, body_ref, types, stop_law)
+        rows = rows_of[group.table_key]
+        row = {"index": len(rows) + 1, "name": name}
+        row.update((group.row or forces.placed_row)(spec, place))
         rows.append(row)
 
     per_side = cfg.get("per_side") or {}
@@ -1014,21 +990,20 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
         body_id[name] = len(bodies) + 1
         bodies.append(frame_row(rb, name=name, index=body_id[name], origin=np.zeros(3)))
         flexible.append((name, body_id[name], rb, zeta))
+    builtin = [g for g in registry if g.builtin]
     for s in SIDES:
-        for name, spec in (per_side.get("bushings") or {}).items():
-            add_bushing(f"{name}_{s}", spec, sides[s], f"_{s}")
-        for name, spec in (per_side.get("p2p") or {}).items():
-            add_p2p(f"{name}_{s}", spec, sides[s], f"_{s}")
-    for name, spec in (shared.get("bushings") or {}).items():
-        add_bushing(name, spec, centre, "")
-    for name, spec in (shared.get("p2p") or {}).items():
-        add_p2p(name, spec, centre, "")
-    for key in extra:
+        for g in builtin:
+            for name, spec in (per_side.get(g.table_key) or {}).items():
+                add_element(g, f"{name}_{s}", spec, sides[s], f"_{s}")
+    for g in builtin:
+        for name, spec in (shared.get(g.table_key) or {}).items():
+            add_element(g, name, spec, centre, "")
+    for g in registry.extra:
         for s in SIDES:
-            for name, spec in (per_side.get(key) or {}).items():
-                add_element(key, f"{name}_{s}", spec, sides[s], f"_{s}")
-        for name, spec in (shared.get(key) or {}).items():
-            add_element(key, name, spec, centre, "")
+            for name, spec in (per_side.get(g.table_key) or {}).items():
+                add_element(g, f"{name}_{s}", spec, sides[s], f"_{s}")
+        for name, spec in (shared.get(g.table_key) or {}).items():
+            add_element(g, name, spec, centre, "")
 
     wheels = cfg.get("wheels") or {"left": "wheel_left", "right": "wheel_right"}
     wheel_ids = {s: body_ref(wheels[s], "", f"model.wheels.{s}") for s in SIDES}
@@ -1054,6 +1029,8 @@ def build_tables(cfg, source=None, hardpoint_offsets=()) -> dict:
         "wheels": wheel_ids,
     }
     tables.update({key: rows for key, rows in extra.items() if rows})
+    if registry.extra:
+        tables["element_groups"] = registry.extra
     if cfg.get("tyres") is not None:
         tables["tyres"] = list(TYRE_BUSHINGS)
     if cfg.get("sprung_body") is not None:

@@ -42,7 +42,7 @@ on the host before the variant runs (:func:`sweep.axle.alignment.variant_config`
 
 Every element group declares its targets (``ElementGroup.targets``,
 :class:`kernels.forces.Target`) - the bushing's and the P2P elements' above
-as a registered group's (``kernels.forces.register_group``): ``<group>.<target>``,
+as an added group's (``kernels.forces.ElementRegistry``): ``<group>.<target>``,
 or ``<kind>.<target>`` for a target of one kind of the group's elements; a
 factor on ``model.elements[group][key]`` of the matching elements, or in
 value mode the entry's value in the target's units.

@@ -284,12 +284,11 @@ TUNE = Map({
     "progress": Bool(), "cache": CACHE,
 })
 
-# Model configs are free-form trees; these keys hold numbers wherever they occur.
-MODEL_NUMBERS = {"mass", "radius", "inertia", "euler_deg", "stiffness", "damping", "loss_factor",
-                 "loss_frequency", "preload", "offset", "clearance", "length", "seat_offset",
-                 "fraction", "distance", "x", "y"}
-MODEL_NON_NEGATIVE = {"stiffness", "damping", "loss_factor"}   # of bushings (types and elements)
-MODEL_POSITIVE = {"mass", "radius", "loss_frequency"}
+# Model configs are free-form trees; these keys hold numbers wherever they
+# occur (bodies, point specs); an element group's section has its group's
+# (kernels.forces.ElementGroup.numbers), a bushing type the bushing group's.
+BODY_NUMBERS = {"mass": "positive", "radius": "positive", "inertia": "any", "euler_deg": "any",
+                "fraction": "any", "distance": "any"}
 
 
 # --------------------------------------------------------------------------- checks
@@ -320,10 +319,32 @@ def _numbers(value, key, positive=False, non_negative=False):
     Float(gt=0 if positive else None, ge=0 if non_negative else None).check(value, key)
 
 
-def check_model(model, key="model"):
+def model_numbers(groups):
+    """The number keys of a model config's sections: {section: {key: kind}}
+    (kind any | non_negative | positive, :data:`kernels.forces.NUMBER_KINDS`)
+    for every element group's ``table_key`` (its declared ``numbers`` beside
+    the body and point-spec keys) and ``bushing_types`` (the bushing
+    group's); None: any other section (every known number key, signs only
+    where every declaration agrees on it)."""
+    out = {g.table_key: {**BODY_NUMBERS, **g.numbers} for g in groups}
+    out["bushing_types"] = out.get("bushings", dict(BODY_NUMBERS))
+    anywhere = dict(BODY_NUMBERS)
+    for g in groups:
+        for k, kind in g.numbers.items():
+            anywhere[k] = kind if anywhere.get(k, kind) == kind else "any"
+    out[None] = anywhere
+    return out
+
+
+def check_model(model, key="model", groups=None, sections=None):
     """Types of a model config: gravity (3 numbers) and every numeric field of
-    bodies, bushing types and elements. A field that holds points or names
-    (``com``, ``at``, ``axis``, ...) is checked when the model is built."""
+    bodies, bushing types and elements (each element group's declared
+    ``numbers``; ``groups``: default the built-in ones). A field that holds
+    points or names (``com``, ``at``, ``axis``, ...) is checked when the
+    model is built. ``sections``: only these sections of ``per_side`` /
+    ``shared`` (an added group's, when the model is built)."""
+    from kernels.forces import BUILTIN
+    numbers = model_numbers(tuple(BUILTIN if groups is None else groups))
     if not isinstance(model, dict):
         fail(key, model, "must be a mapping (a model config)")
     if "gravity" in model:
@@ -333,22 +354,26 @@ def check_model(model, key="model"):
             continue
         List(Float(unit="m"), length=3).check(point, f"{key}.hardpoints.{name}")
 
-    def walk(node, path, in_bushing):
+    def walk(node, path, keys):
         if isinstance(node, dict):
             for k, v in node.items():
                 sub = f"{path}.{k}"
-                if k in MODEL_NUMBERS and not isinstance(v, dict):
-                    _numbers(v, sub, positive=k in MODEL_POSITIVE,
-                             non_negative=in_bushing and k in MODEL_NON_NEGATIVE)
+                if k in keys and not isinstance(v, dict):
+                    _numbers(v, sub, positive=keys[k] == "positive", non_negative=keys[k] == "non_negative")
                 else:
-                    walk(v, sub, in_bushing or k in ("bushings", "bushing_types"))
+                    walk(v, sub, keys)
         elif isinstance(node, list):
             for i, v in enumerate(node):
-                walk(v, f"{path}[{i}]", in_bushing)
+                walk(v, f"{path}[{i}]", keys)
 
-    for part in ("bushing_types", "per_side", "shared"):
-        if part in model:
-            walk(model[part], f"{key}.{part}", part == "bushing_types")
+    if sections is None and isinstance(model.get("bushing_types"), (dict, list)):
+        walk(model["bushing_types"], f"{key}.bushing_types", numbers["bushing_types"])
+    for part in ("per_side", "shared"):
+        if not isinstance(model.get(part), dict):
+            continue
+        for name, section in model[part].items():
+            if sections is None or name in sections:
+                walk(section, f"{key}.{part}.{name}", numbers.get(name, numbers[None]))
 
 
 def check_output_path(path, key="output.path"):

@@ -12,8 +12,9 @@ implementation of the same law by the built-in bushing group (a bushing with
 rotational stiffness and damping only: its torque Rm1 Jl^-T(theta) k theta =
 Rm1 k theta, method.md section 1).
 
-The group is registered under a unique name in a module fixture and removed
-in its finalizer, so it does not leak into other tests.
+The group is added to the model's tables by the build
+(``build_tables(..., groups=(TORSION,))``); there is no global registry for
+it to leak into.
 """
 import copy
 
@@ -76,10 +77,7 @@ TORSION = forces.ElementGroup(NAME, TABLE, torsion_element, build=torsion_build,
 
 @pytest.fixture(scope="module")
 def torsion_group():
-    forces.register_group(TORSION)
-    yield TORSION
-    forces.unregister_group(NAME)
-    assert NAME not in forces.GROUPS
+    return TORSION
 
 
 def dw_cfg(k=K_TORSION, c=C_TORSION, as_bushing=False, both=None):
@@ -102,7 +100,7 @@ def dw_cfg(k=K_TORSION, c=C_TORSION, as_bushing=False, both=None):
 
 @pytest.fixture(scope="module")
 def tor_tables(torsion_group):
-    return build_tables(dw_cfg())
+    return build_tables(dw_cfg(), groups=(TORSION,))
 
 
 @pytest.fixture(scope="module")
@@ -115,23 +113,32 @@ def slots(model, *names):
 
 
 # ----------------------------------------------------------------------------- registry
-def test_registry_holds_the_builtin_groups_and_refuses_clashes(torsion_group):
-    assert list(forces.GROUPS)[:2] == ["bushing", "p2p"]
-    assert forces.GROUPS["bushing"].table_key == "bushings" and forces.GROUPS["p2p"].table_key == "p2p"
-    assert forces.GROUPS[NAME] is TORSION
-    with pytest.raises(ValueError, match="already registered"):
-        forces.register_group(TORSION)
-    other = forces.ElementGroup("test_other", TABLE, torsion_element, build=torsion_build)
+def test_registry_holds_the_builtin_groups_and_refuses_clashes(torsion_group, tor_tables):
+    reg = forces.ElementRegistry((TORSION,))
+    assert reg.names()[:2] == ["bushing", "p2p"] and forces.BUILTIN.names() == ["bushing", "p2p"]
+    assert reg["bushing"].table_key == "bushings" and reg["p2p"].table_key == "p2p"
+    assert reg[NAME] is TORSION and reg.extra == (TORSION,) and NAME not in forces.BUILTIN
+    assert reg.add(TORSION).groups == reg.groups                     # the same object again: one entry
+    with pytest.raises(ValueError, match="already taken"):
+        reg.add(forces.ElementGroup(NAME, "test_other_table", torsion_element, build=torsion_build))
     with pytest.raises(ValueError, match="table key"):
-        forces.register_group(other)
+        reg.add(forces.ElementGroup("test_other", TABLE, torsion_element, build=torsion_build))
+    with pytest.raises(ValueError, match="table key 'element_groups' is reserved"):
+        reg.add(forces.ElementGroup("test_other", "element_groups", torsion_element, build=torsion_build))
+    with pytest.raises(ValueError, match="already taken"):
+        reg.add(forces.ElementGroup("tyre_contact", "test_tyres", torsion_element, build=torsion_build))
     with pytest.raises(ValueError, match="needs 'build'"):
-        forces.register_group(forces.ElementGroup("test_nobuild", "test_nobuild", torsion_element))
-    with pytest.raises(ValueError, match="built in"):
-        forces.unregister_group("bushing")
-    tmp = forces.ElementGroup("test_tmp", "test_tmp", torsion_element, build=torsion_build)
-    with forces.registered(tmp):
-        assert forces.GROUPS["test_tmp"] is tmp
-    assert "test_tmp" not in forces.GROUPS
+        reg.add(forces.ElementGroup("test_nobuild", "test_nobuild", torsion_element))
+    with pytest.raises(TypeError, match="is not a kernels.forces.ElementGroup"):
+        reg.add("bushing")
+    with pytest.raises(KeyError, match="no element group 'nope'"):
+        reg["nope"]
+    # a model's tables name their groups; copying the tables keeps the group itself
+    assert tor_tables["element_groups"] == (TORSION,)
+    assert copy.deepcopy(tor_tables)["element_groups"][0] is TORSION
+    with pytest.raises(ModelError, match="element_groups: .*table key 'bushings'"):
+        build_model({**tor_tables, "element_groups": (
+            forces.ElementGroup("test_bad", "bushings", torsion_element, build=torsion_build),)})
 
 
 def test_yaml_section_tables_and_model(torsion_group, tor_tables, tor_model, dw_model, dw_tables):
@@ -156,13 +163,8 @@ def test_yaml_section_tables_and_model(torsion_group, tor_tables, tor_model, dw_
     assert build_model(tor_tables).topology == topo          # structural equality
     # the group is part of the topology's identity: a different group object
     # with the same name and elements gives a different topology (no stale jit cache)
-    forces.unregister_group(NAME)
-    try:
-        twin = forces.ElementGroup(NAME, TABLE, torsion_element, build=torsion_build)
-        with forces.registered(twin):
-            assert build_model(tor_tables).topology != topo
-    finally:
-        forces.register_group(TORSION)
+    twin = forces.ElementGroup(NAME, TABLE, torsion_element, build=torsion_build)
+    assert build_model({**tor_tables, "element_groups": (twin,)}).topology != topo
     # the same model YAML without the section is the plain axle
     assert build_model(dw_tables).topology == dw_model.topology
 
@@ -193,7 +195,7 @@ def test_unknown_marker_and_bad_field_raise_model_error(torsion_group, tor_table
     cfg = dw_cfg()
     cfg["per_side"][TABLE]["arm_twist"]["bodies"] = ["upper_arm", "no_such_body"]
     with pytest.raises(ModelError, match=rf"model\.{TABLE}\.arm_twist_left\.bodies = 'no_such_body'"):
-        build_tables(cfg)
+        build_tables(cfg, groups=(TORSION,))
 
 
 equilibrium = jax.jit(statics.static_equilibrium)

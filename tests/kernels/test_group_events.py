@@ -70,6 +70,7 @@ def gap_rig():
     tables = rig(k_stop=0)
     tables["test_gap_springs"] = [{"index": 1, "name": "gap", "marker_1": 3, "marker_2": 2,
                                    "gap": D, "stiffness": K}]
+    tables["element_groups"] = (GAP_SPRING,)
     return tables
 
 
@@ -82,8 +83,7 @@ def _drop(model, n=301):
 
 @pytest.fixture(scope="module")
 def gap_model():
-    with forces.registered(GAP_SPRING):
-        yield build_model(gap_rig())
+    return build_model(gap_rig())
 
 
 def test_a_registered_group_locates_its_own_events(gap_model):

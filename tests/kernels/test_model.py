@@ -112,12 +112,12 @@ def test_equilibrium_failure_is_reported_not_raised(dw_model, dw_equilibrium):
 
 
 def test_builtin_element_groups_and_shared_names(dw_model):
-    """The built-in groups live in the registry and in every topology; a model
-    without registered groups carries none (kernels.forces.GROUPS); the
+    """The built-in groups are in every registry and every topology; a model
+    without added groups carries none (kernels.forces.ElementRegistry); the
     direction names are the shared ones (kernels.names)."""
     from kernels import forces, model, names
     topo = dw_model.topology
-    assert topo.element_groups == (forces.GROUPS["bushing"], forces.GROUPS["p2p"])
+    assert topo.element_groups == (forces.BUILTIN["bushing"], forces.BUILTIN["p2p"]) == forces.BUILTIN.groups
     assert topo.extra_groups == () and list(topo.group_bodies) == ["bushing", "p2p"]
     # every group's parameters are in the element tables, with the keys its table declares
     assert list(dw_model.elements) == ["bushing", "p2p"]

@@ -27,9 +27,9 @@ def step_runs(torsion_group, tor_model, dw_model, step_excitation):
     # one topology for the three variants (torsion spring and rotational
     # bushing side by side, the unused one at zero rates): the equilibrium
     # and the 20 steps compile once for them, once more for the plain axle
-    zero = build_model(build_tables(dw_cfg(0.0, 0.0, both=(0.0, 0.0))))
-    tor = build_model(build_tables(dw_cfg(both=(0.0, 0.0))))
-    bush = build_model(build_tables(dw_cfg(0.0, 0.0, both=(K_TORSION, C_TORSION))))
+    zero = build_model(build_tables(dw_cfg(0.0, 0.0, both=(0.0, 0.0)), groups=(TORSION,)))
+    tor = build_model(build_tables(dw_cfg(both=(0.0, 0.0)), groups=(TORSION,)))
+    bush = build_model(build_tables(dw_cfg(0.0, 0.0, both=(K_TORSION, C_TORSION)), groups=(TORSION,)))
     assert zero.topology == tor.topology == bush.topology
     out = {}
     for key, model in (("base", dw_model), ("zero", zero), ("torsion", tor), ("bushing", bush)):
