@@ -1085,6 +1085,11 @@ class ElementGroup:
                ``topology.group_names[name]``.
     kinds      optional getter topology -> the kind of each element (tuple of
                str), for targets of one kind; None: the group has no kinds.
+    output     optional ``(prm, x1, x2) -> (6,)``: the force (3) [N] and torque
+               (3) [N m] the element exerts on its first body, vehicle
+               frame (:func:`kernels.metrics.element_forces`): the result
+               channel ``<name>_force`` of a time response (the bushing's is
+               ``bushing_force``); None: no force channel.
     numbers    the keys of the group's model-file entries that hold numbers
                (one or a list, wherever they occur in an entry, e.g. a
                curve's ``x``), each ``"any"``, ``"non_negative"`` or
@@ -1116,6 +1121,7 @@ class ElementGroup:
     bodies: Optional[Callable] = None
     names: Optional[Callable] = None
     kinds: Optional[Callable] = None
+    output: Optional[Callable] = None
     numbers: Mapping = dataclasses.field(default_factory=dict)
     row: Optional[Callable] = None
     builtin: bool = False
@@ -1197,7 +1203,7 @@ def _friction_law(model, row):
 BUSHING = ElementGroup(
     "bushing", "bushings", bushing_element, jacobian=bushing_element_jacobian,
     build=build_bushings, validate=check_bushing, describe=describe_bushings, events=BUSHING_EVENTS,
-    row=bushing_row, builtin=True,
+    row=bushing_row, output=bushing_output, builtin=True,
     numbers={"stiffness": "non_negative", "damping": "non_negative", "loss_factor": "non_negative",
              "loss_frequency": "positive", "preload": "any", "offset": "any", "x": "any", "y": "any"},
     targets={"stiffness": Target("k_scale", directions=True, value_key="k", value_units=("N/m", "N m/rad"),
@@ -1219,7 +1225,9 @@ P2P = ElementGroup(
              "rebound_stop.force": Target("k_scale", kind="rebound_stop")})
 BUILTIN_GROUPS = (BUSHING, P2P)
 
-RESERVED_GROUP_NAMES = ("tyre_contact",)      # the tyres' entry of the event state (kernels.system)
+# the tyres' entry of the event state (kernels.system) and the time-response
+# cube's dimensions (a group's elements are the dimension of its force channel)
+RESERVED_GROUP_NAMES = ("tyre_contact", "variant", "time", "side", "axis", "component", "component_units")
 
 
 class ElementRegistry:

@@ -30,17 +30,30 @@ def toe_camber(model, r):
     return toe, camber
 
 
-def bushing_forces(model, r, v, rows=None):
-    """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m];
-    ``rows`` (static indices): only those bushings, (len(rows), 6)."""
+def element_forces(model, group, r, v, rows=None):
+    """Force and torque each element of ``group`` (a group name of the model)
+    exerts on its first body, (n, 6), vehicle frame [N, N m], by the group's
+    ``output`` (:class:`kernels.forces.ElementGroup`); ``rows`` (static
+    indices): only those elements, (len(rows), 6)."""
+    topo = model.topology
+    g = next((g for g in topo.element_groups if g.name == group), None)
+    if g is None or g.output is None:
+        raise ValueError(f"element_forces: the model has no element group {group!r} with an output "
+                         f"(groups: {', '.join(h.name for h in topo.element_groups)})")
     x = states_with_ground(r, v)
-    b = model.topology.bushing_bodies
-    prm = model.elements["bushing"]
+    b = g.bodies(topo)
+    prm = g.params(model)
     if rows is not None:
         rows = np.asarray(rows, int)
         b = np.asarray(b)[rows]
         prm = jax.tree_util.tree_map(lambda a: a[rows], prm)
-    return forces.map_elements(forces.bushing_output, prm, x[b[:, 0]], x[b[:, 1]])
+    return forces.map_elements(g.output, prm, x[b[:, 0]], x[b[:, 1]])
+
+
+def bushing_forces(model, r, v, rows=None):
+    """Force and torque each bushing exerts on its first body, (nb, 6), vehicle frame [N, N m];
+    ``rows`` (static indices): only those bushings, (len(rows), 6)."""
+    return element_forces(model, "bushing", r, v, rows)
 
 
 def chassis_reaction(model, r, v):

@@ -155,6 +155,17 @@ def bushing_force(s: Sample):
     return f if s.bushing_index is None else f[s.bushing_index]
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupForce:
+    """Output: (element, component) force [N] and torque [N m] of each element
+    of the element group ``group`` on its first body, vehicle frame (the
+    group's ``output``; :func:`kernels.metrics.element_forces`)."""
+    group: str
+
+    def __call__(self, s: Sample):
+        return metrics.element_forces(s.model, self.group, s.r, s.v)
+
+
 # the default outputs, in the time-response cube's order
 OUTPUTS = {"wheel_centre_displacement": wheel_centre_displacement, "toe": toe, "camber": camber,
            "bushing_force": bushing_force}

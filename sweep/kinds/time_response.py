@@ -17,7 +17,8 @@ Output channels are declared once, in :data:`CHANNELS`: name, dimensions,
 units, long name and the function that computes the channel from the state
 at a sample. The stored shapes come from :func:`jax.eval_shape` of those
 functions; adding a channel is one entry there (the store, the byte
-estimate and the cube follow).
+estimate and the cube follow). A model's added element group that declares
+an ``output`` adds its force channel (:func:`channels_of`).
 """
 from __future__ import annotations
 
@@ -71,6 +72,24 @@ CHANNELS = [
             "force and torque of the bushing on its first body, vehicle frame", response.bushing_force,
             comment=cube.LOAD_UNITS_COMMENT),
 ]
+
+
+def group_channels(model) -> tuple:
+    """The force channels of the model's added element groups that declare an
+    ``output`` (:class:`kernels.forces.ElementGroup`): ``<group>_force``
+    (variant, time, <group>, component) [N, N m], every element of the
+    group, like ``bushing_force``."""
+    return tuple(
+        Channel(f"{g.name}_force", (g.name, "component"), layout.MIXED_UNITS,
+                f"force and torque of each {g.name} element on its first body, vehicle frame",
+                response.GroupForce(g.name), comment=cube.LOAD_UNITS_COMMENT)
+        for g in model.topology.extra_groups if g.output is not None)
+
+
+def channels_of(model) -> tuple:
+    """The channel table of a time response of ``model``: :data:`CHANNELS`,
+    then :func:`group_channels`."""
+    return tuple(CHANNELS) + group_channels(model)
 
 
 def make_channels(bushing_idx=None, channels=None):
@@ -132,7 +151,7 @@ def make_variant(model, pset, case, stages=False, lifted=False):
     values unbatched under ``vmap`` (:func:`sweep.engine.mapping.map_variants`,
     ``shared``: a chunk is the pair (thetas, values)); the two stages take such a pair ``(theta, values)``
     in place of a row too."""
-    run_time_response = response.driver(case.options, make_channels(case.bidx))
+    run_time_response = response.driver(case.options, make_channels(case.bidx, channels_of(model)))
     n_params = len(pset)
     limits = case.limits
 
@@ -268,8 +287,8 @@ def channel_shapes(model, bushing_idx, channels=None):
     functions at the design pose (traces only the channel functions)."""
     from sweep.core import tracecache
     r = jax.ShapeDtypeStruct((model.topology.n_bodies, 6), jnp.float64)
-    fn = make_channels(bushing_idx, channels)
-    chans = channels or CHANNELS
+    chans = channels or channels_of(model)
+    fn = make_channels(bushing_idx, chans)
     # a rerun loads the shapes (the trace is 0.3-0.7 s of start-up; the key holds the model and the source)
     key = (model, None if bushing_idx is None else tuple(bushing_idx), tuple((c.name, c.dims) for c in chans))
     return tracecache.memo("channel_shapes", key,
@@ -408,7 +427,8 @@ class TimeResponse(JobKind):
         refs = [names.index(b) for b in (model.topology.tables.get("reference_bushings") or {}).values()]
         bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs)
                       | {names.index(n) for n in self.kept_bushings(model)})
-        shapes = channel_shapes(model, bidx)
+        channels = channels_of(model)
+        shapes = channel_shapes(model, bidx, channels)
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one
         from sweep.codegen.build import record_built
@@ -417,7 +437,7 @@ class TimeResponse(JobKind):
         def make_plan(backend, prebuild=""):
             # the generated backend spreads a chunk over the cores by threads: one device
             shard, nsh, n_dev, C = mapping.chunking(
-                sw, len(X), layout.output_bytes(CHANNELS, shapes, n_samples), model.topology.n_dof,
+                sw, len(X), layout.output_bytes(channels, shapes, n_samples), model.topology.n_dof,
                 max_devices=None if (method.jittable and backend == "xla") else 1)
             if not method.jittable:
                 C = min(C, len(X))
@@ -433,12 +453,15 @@ class TimeResponse(JobKind):
                 "axis": (np.array(AXES), {}),
                 "bushing": (np.array([names[i] for i in bidx]), {}),
                 "component": (np.array(COMPONENTS), {}),
+                **{c.dims[0]: (np.array(model.topology.group_names[c.dims[0]]),
+                               {"long_name": f"{c.dims[0]} element name"})
+                   for c in channels[len(CHANNELS):]},
                 # non-dimension coordinate: the unit of each bushing_force component
                 "component_units": (np.array(COMPONENT_UNITS), {"long_name": "unit of each component"},
                                     ("component",)),
             }
             return Plan(model=model, model_cfg=cfg.model, pset=pset, X=X, shard=shard, num_shards=nsh, chunk=C,
-                        n_dev=n_dev, micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=tuple(CHANNELS),
+                        n_dev=n_dev, micro_batch=mapping.micro_batch_of(sw, C, n_dev), channels=channels,
                         shapes=shapes, coords=coords, lead=(("time", n_samples, tc),),
                         iterations_long_name="Newton iterations of the static equilibrium", case=case)
 
@@ -493,7 +516,7 @@ class TimeResponse(JobKind):
         shared = not callable(vals)             # one vector for every variant (not a hardpoint design)
         # the runners of shared values take a chunk as (thetas, values) (make_chunk_runner)
         pair = shared and c.method.jittable and (c.backend == "generated" or plan.n_dev == 1)
-        key = fingerprint(NAME, plan.chunk, channel_key(), structure, c.options, tuple(c.limits), c.t0, c.dt,
+        key = fingerprint(NAME, plan.chunk, channel_key(plan.channels), structure, c.options, tuple(c.limits), c.t0, c.dt,
                           c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared, "pair" if pair else "rows")
         return key, vals, size, shared, pair
 

@@ -6,7 +6,8 @@ sweep parameter. The job runs, every variant is ok, and the spring acts: the
 stiffer it is, the less the arm winds up under the longitudinal step (the
 arm's pitch is what the spring resists; the law itself is checked against
 oracles in tests/kernels/test_element_registry*.py). The generated backend
-runs the same element to the same numbers."""
+runs the same element to the same numbers. The group declares an output,
+so its torque is a channel of the cube."""
 import numpy as np
 import xarray as xr
 
@@ -35,6 +36,13 @@ def test_a_job_runs_with_the_users_element_and_sweeps_it(tmp_path):
     swing = np.abs(ds.wheel_centre_displacement.sel(side="left", axis="x").values).max(axis=1)
     assert np.all(np.diff(swing) < 0), swing
     assert swing[0] > 1.02 * swing[-1], swing
+    # the group's declared output is a channel of the cube: its torque on the arm, vehicle frame
+    f = ds.user_torsion_spring_force
+    assert f.dims == ("variant", "time", "user_torsion_spring", "component")
+    assert list(ds.user_torsion_spring.values) == ["twist_left", "twist_right"]
+    assert np.all(f.sel(component=["fx", "fy", "fz"]).values == 0.0)
+    my = np.abs(f.sel(component="my").values).max(axis=(1, 2))
+    assert np.all(my > 1.0) and np.all(np.diff(my) > 0), my   # stiffer spring: more of the load
 
     gen_path = tmp_path / "user_element_generated.zarr"
     proc = cli(*TOY[:-1], "integrator.backend=generated", *ELEMENT, f"output.path={gen_path}",
@@ -43,6 +51,6 @@ def test_a_job_runs_with_the_users_element_and_sweeps_it(tmp_path):
     assert "generated backend (" in proc.stdout + proc.stderr
     gen = xr.open_zarr(gen_path)
     assert list(gen.status.values) == [0, 0, 0]
-    for var in ("wheel_centre_displacement", "bushing_force"):
+    for var in ("wheel_centre_displacement", "bushing_force", "user_torsion_spring_force"):
         a, b = gen[var].values, ds[var].values
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * np.abs(b).max())

@@ -54,6 +54,12 @@ def torsion_element(prm, x1, x2):
     return jnp.concatenate([zero, mtv(R1, M)]), jnp.concatenate([zero, -mtv(R2, M)])
 
 
+def torsion_output(prm, x1, x2):
+    """Force (none) and torque Rm1 (k theta + c w_rel) [N m] on body 1, vehicle frame."""
+    g1, _ = torsion_element(prm, x1, x2)
+    return jnp.concatenate([g1[:3], mv(euler_to_matrix(x1[3:6]), g1[3:])])
+
+
 def torsion_build(rows, ends):
     """Rows -> parameters: marker axes in the body frames, k [N m/rad], c [N m s/rad]."""
     return {"rot1": ends["rot1"], "rot2": ends["rot2"],
@@ -69,7 +75,7 @@ def torsion_validate(row, where):
 
 
 TORSION = forces.ElementGroup(NAME, TABLE, torsion_element, build=torsion_build,
-                              validate=torsion_validate,
+                              validate=torsion_validate, output=torsion_output,
                               targets={"stiffness": ("k", None),      # a factor on k
                                        # k itself in value mode [N m/rad]
                                        "rate": forces.Target("k", value_key="k", value_units="N m/rad")})
@@ -231,3 +237,25 @@ def test_sweep_parameter_on_the_registered_group(tor_model):
     with pytest.raises(ConfigError, match="mode = value is only for the targets .*rate"):
         build_parameters({"t": {"target": f"{NAME}.stiffness", "mode": "value", "nominal": 1.0,
                                 "bounds": [0.5, 2]}}, tor_model)
+
+
+def test_the_groups_output_is_its_element_force_and_equals_the_twin_bushings(torsion_group):
+    """A group's ``output`` is what ``kernels.metrics.element_forces`` returns
+    and the time response stores (``<group>_force``): at a random moving
+    state, the torsion spring's torque on its first body equals that of the
+    built-in bushing with the same rotational rates beside it (an
+    independent law: the bushing's), force zero; a group without an output
+    is refused by name."""
+    model = build_model(build_tables(dw_cfg(both=(K_TORSION, C_TORSION)), groups=(TORSION,)))
+    r, v = random_state(model, seed=3)
+    f_t = np.asarray(metrics.element_forces(model, NAME, r, v))
+    names = model.topology.bushing_names
+    rows = [names.index("arm_twist_bushing_left"), names.index("arm_twist_bushing_right")]
+    f_b = np.asarray(metrics.bushing_forces(model, r, v, rows=rows))
+    assert f_t.shape == (2, 6) and np.abs(f_t[:, 3:]).max() > 1.0          # the spring is loaded
+    np.testing.assert_allclose(f_t, f_b, rtol=0, atol=1e-9 * np.abs(f_b).max())
+    np.testing.assert_array_equal(f_t[:, :3], 0.0)
+    np.testing.assert_array_equal(metrics.element_forces(model, "bushing", r, v),
+                                  metrics.bushing_forces(model, r, v))
+    with pytest.raises(ValueError, match="no element group 'p2p' with an output"):
+        metrics.element_forces(model, "p2p", r, v)

@@ -52,3 +52,24 @@ def test_the_cube_channels_are_the_drivers_outputs():
     from sweep.kinds import time_response
     assert [c.name for c in time_response.CHANNELS] == list(response.OUTPUTS)
     assert all(c.fn is response.OUTPUTS[c.name] for c in time_response.CHANNELS)
+
+
+def test_an_element_group_with_an_output_adds_its_force_channel():
+    """A model's added element group that declares ``output`` adds
+    ``<group>_force`` (its elements, component) after the table's channels;
+    one without an output adds nothing (its value: test_element_registry)."""
+    import dataclasses
+    from kernels.model import build_model
+    from sweep.axle.builder import build_tables
+    from sweep.kinds import time_response
+    from tests.kernels.test_element_registry import NAME, TORSION, dw_cfg
+    model = build_model(build_tables(dw_cfg(), groups=(TORSION,)))
+    chans = time_response.channels_of(model)
+    assert [c.name for c in chans] == [c.name for c in time_response.CHANNELS] + [f"{NAME}_force"]
+    extra = chans[-1]
+    assert extra.dims == (NAME, "component") and extra.units == "none"
+    shapes = time_response.channel_shapes(model, [0, 3])
+    assert shapes[f"{NAME}_force"] == (2, 6) and shapes["bushing_force"] == (2, 6)
+    quiet = dataclasses.replace(TORSION, output=None)
+    plain = build_model(build_tables(dw_cfg(), groups=(quiet,)))
+    assert time_response.channels_of(plain) == tuple(time_response.CHANNELS)
