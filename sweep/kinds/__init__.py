@@ -2,9 +2,9 @@
 
 A kind is a module of this package that defines ``KIND``, a
 :class:`sweep.kinds.base.JobKind`; the load case's ``kind`` (default
-``time_response``) names it. The registry is discovered from the package,
-so a new analysis is one module here plus one load-case config -
-:func:`register` adds a kind defined elsewhere (a plug-in, a test).
+``time_response``) names it. The kinds are discovered from the package
+(once per process, then kept), so a new analysis is one module here plus
+one load-case config; nothing else adds to them.
 """
 from __future__ import annotations
 
@@ -15,32 +15,23 @@ from sweep.kinds.base import JobKind, Plan, Runner  # noqa: F401  (the protocol,
 from sweep.core.config import ConfigError
 
 DEFAULT = "time_response"
-_REGISTRY: dict = {}
+_DISCOVERED: dict = {}       # the package's kinds, found on first use
 
 
 def _discover():
     for info in pkgutil.iter_modules(__path__):
-        if info.name == "base" or info.name.startswith("_") or info.name in _REGISTRY:
+        if info.name == "base" or info.name.startswith("_") or info.name in _DISCOVERED:
             continue
         kind = getattr(importlib.import_module(f"{__name__}.{info.name}"), "KIND", None)
         if isinstance(kind, JobKind):
-            _REGISTRY.setdefault(kind.name, kind)
-
-
-def register(kind: JobKind) -> JobKind:
-    """Add (or replace) a job kind under ``kind.name``."""
-    if not isinstance(kind, JobKind) or not kind.name:
-        raise TypeError(f"{kind!r} is not a named JobKind")
-    kinds()
-    _REGISTRY[kind.name] = kind
-    return kind
+            _DISCOVERED.setdefault(kind.name, kind)
 
 
 def kinds() -> dict:
     """{name: kind} of every known job kind."""
-    if not _REGISTRY.get(DEFAULT):
+    if not _DISCOVERED.get(DEFAULT):
         _discover()
-    return dict(_REGISTRY)
+    return dict(_DISCOVERED)
 
 
 def kind_of(cfg) -> JobKind:
