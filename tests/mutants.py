@@ -483,6 +483,25 @@ MUTANTS = [
     Mutant("prebuild_retries_failures", "a background build that failed is started again by every later job",
            [("sweep/prebuild.py", '    if os.path.exists(record + ".failed"):', "    if False:")],
            ["tests/sweep/codegen/test_backend_choice.py::test_a_failed_background_build_is_not_started_again"]),
+    Mutant("group_table_key_clash_accepted", "element registry: a second group on a section another group "
+           "reads is accepted (one model-file section, two laws)",
+           [("kernels/forces.py", "    if group.table_key in RESERVED_TABLE_KEYS or any(g.table_key == group.table_key for g in groups):",
+             "    if group.table_key in RESERVED_TABLE_KEYS:")],
+           ["tests/kernels/test_element_registry.py::test_registry_holds_the_builtin_groups_and_refuses_clashes"]),
+    Mutant("group_numbers_sign_ignored", "model config: a negative value where a group declares non_negative "
+           "(a bushing's damping) passes the check",
+           [("sweep/core/config.py", 'non_negative=keys[k] == "non_negative")', "non_negative=False)")],
+           ["tests/sweep/axle/test_user_elements.py"]),
+    Mutant("placement_right_side_not_mirrored", "model file: the right side's bushing preload and offset "
+           "taken as the left side's (not mirrored into its element frame)",
+           [("sweep/axle/builder.py", 'MIRROR_LOCAL if self.side == "right" else np.ones(6)', "np.ones(6)")],
+           ["tests/sweep/axle/test_model_builder.py::test_per_side_preload_and_offset_are_mirrored"]),
+    Mutant("group_output_in_body_frame", "a group's force channel: the element's generalised force (torque in "
+           "the body frame) instead of its output (vehicle frame)",
+           [("kernels/metrics.py", "    return forces.map_elements(g.output, prm, x[b[:, 0]], x[b[:, 1]])",
+             "    return forces.map_elements(lambda *a: g.element(*a)[0] if g.name != \"bushing\" else g.output(*a),"
+             " prm, x[b[:, 0]], x[b[:, 1]])")],
+           ["tests/kernels/test_element_registry.py::test_the_groups_output_is_its_element_force_and_equals_the_twin_bushings"]),
 ]
 
 
