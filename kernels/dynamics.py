@@ -114,6 +114,70 @@ class BlockLinearisation(NamedTuple):
     M: jax.Array        # (m, 6, 6)  body mass matrices diag(m I, I_body)
     Minv: jax.Array     # (m, 6, 6)  their inverses
     K: jax.Array        # (m, 6, 6)  blocks of K(r) at the linearisation state
+    # per element group with a time-varying input (input_groups): d(g1, g2)/dw
+    # of each element, ((n, 6, k), (n, 6, k)); empty without such groups
+    G_w: tuple = ()
+
+
+# --------------------------------------------------------------------------- group inputs
+# An element group may read a time-varying input of its own
+# (kernels.forces.ElementGroup.input, e.g. the road under a tyre). The
+# integrator sees it as part of the flat input vector: u = [wheel loads (12) |
+# each input group's (n, k) inputs, flattened], so that the linear-implicit
+# methods' J_u du/dt term (method.md eq. 4) takes its rate like the load's.
+
+def input_groups(topo):
+    """[(group, n)]: the model's element groups with an ``input`` and
+    elements, in the groups' order (static)."""
+    return [(g, len(g.names(topo))) for g in topo.element_groups
+            if g.input is not None and len(g.names(topo))]
+
+
+def with_inputs(model, w):
+    """``model`` with each input group's ``input`` entry (n, k) set from the
+    flat vector ``w`` (the groups' inputs in :func:`input_groups` order)."""
+    out, off = {}, 0
+    for g, n in input_groups(model.topology):
+        shape = g.params(model)["input"].shape
+        size = int(np.prod(shape))
+        out[g.name] = {"input": w[off:off + size].reshape(shape)}
+        off += size
+    return model.replace_elements(**out) if out else model
+
+
+def group_inputs(model, t):
+    """(w, dw/dt) at time t [s], flat: every input group's elements'
+    ``input(prm, t)`` and its time derivative (forward mode), in
+    :func:`input_groups` order; empty arrays without such groups."""
+    def w_at(tt):
+        parts = [jax.vmap(lambda p: g.input(p, tt))(g.params(model)).reshape(-1)
+                 for g, _ in input_groups(model.topology)]
+        return jnp.concatenate(parts) if parts else jnp.zeros(0, model.mass.dtype)
+    t = jnp.asarray(t, model.mass.dtype)
+    return jax.jvp(w_at, (t,), (jnp.ones_like(t),))
+
+
+def input_jacobians(model, r, v) -> tuple:
+    """Per input group: d(g1, g2)/dw of each element at its stored input,
+    ((n, 6, k), (n, 6, k)) (forward mode)."""
+    x = states_with_ground(r, v)
+    out = []
+    for g, _ in input_groups(model.topology):
+        b = np.asarray(g.bodies(model.topology))
+
+        def d_input(p, x1, x2, g=g):
+            return jax.jacfwd(lambda w: g.element({**p, "input": w}, x1, x2))(p["input"])
+        out.append(tuple(jax.vmap(d_input)(g.params(model), x[b[:, 0]], x[b[:, 1]])))
+    return tuple(out)
+
+
+def linearise_with_inputs(model, r, v, u):
+    """:func:`linearise_blocks` over the flat input u = [wheel loads (12) |
+    the input groups' inputs] (:func:`input_groups`), with their Jacobians
+    (``G_w``)."""
+    m_w = with_inputs(model, u[12:])
+    bl = linearise_blocks(m_w, r, v, u[:12].reshape(2, 6))
+    return bl._replace(G_w=input_jacobians(m_w, r, v))
 
 
 def _element_slots(pattern, bodies, m):

@@ -1085,6 +1085,18 @@ class ElementGroup:
                ``topology.group_names[name]``.
     kinds      optional getter topology -> the kind of each element (tuple of
                str), for targets of one kind; None: the group has no kinds.
+    input      optional ``(prm, t) -> (k,)``: the element's time-varying input
+               at time t [s] (e.g. the road height [m] and its rate [m/s]
+               under a tyre), smooth in t (its rate is taken by forward-mode
+               autodiff). The group's parameter table then has an entry
+               ``"input"`` (n, k): the input at rest, which every analysis
+               without a time axis (statics, K&C, modes, FRF) and a time
+               response's static equilibrium see; in a time response the
+               law reads the input at the stage's time from
+               ``prm["input"]``, and the linear-implicit methods take its
+               rate through the input Jacobian (method.md eq. 4, the
+               ``J_u du/dt`` term; :func:`kernels.dynamics.group_inputs`).
+               Elements at a flexible body's interface cannot have one.
     output     optional ``(prm, x1, x2) -> (6,)``: the force (3) [N] and torque
                (3) [N m] the element exerts on its first body, vehicle
                frame (:func:`kernels.metrics.element_forces`): the result
@@ -1121,6 +1133,7 @@ class ElementGroup:
     bodies: Optional[Callable] = None
     names: Optional[Callable] = None
     kinds: Optional[Callable] = None
+    input: Optional[Callable] = None
     output: Optional[Callable] = None
     numbers: Mapping = dataclasses.field(default_factory=dict)
     row: Optional[Callable] = None

@@ -81,9 +81,23 @@ def _block_products(topology):
     def jmul(G):
         return lambda lin, x: mv(lin.Minv, blocks.matvec(pattern, G(lin), x.reshape(m, 6))).reshape(-1)
 
+    inputs = [np.asarray(g.bodies(topology)) for g in topology.element_groups
+              if g.input is not None and len(g.names(topology))]
+
     def ju(lin, du):
-        y = jnp.zeros((m, 6), du.dtype).at[ws].add(mv(lin.G_u, du))
-        return mv(lin.Minv, y).reshape(-1)
+        if not lin.G_w:
+            y = jnp.zeros((m, 6), du.dtype).at[ws].add(mv(lin.G_u, du))
+            return mv(lin.Minv, y).reshape(-1)
+        # the wheel loads, then each input group's elements (kernels.dynamics.input_groups)
+        y = jnp.zeros((m + 1, 6), du.dtype).at[ws].add(mv(lin.G_u, du[:12]))
+        off = 12
+        for b, (d1, d2) in zip(inputs, lin.G_w):
+            n, _, k = d1.shape
+            dw = du[off:off + n * k].reshape(n, k)
+            off += n * k
+            y = y.at[b[:, 0]].add(jnp.einsum("nik,nk->ni", d1, dw)).at[b[:, 1]].add(
+                jnp.einsum("nik,nk->ni", d2, dw))
+        return mv(lin.Minv, y[:m]).reshape(-1)
     return pattern, m, jmul(lambda l: l.G_r), jmul(lambda l: l.G_v), ju
 
 

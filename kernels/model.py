@@ -435,6 +435,12 @@ def build_model(tables) -> Model:
                                  "rot2": np.array([b[2] for _, b in ends]).reshape(-1, 3, 3),
                                  "point1": point("marker_1"), "point2": point("marker_2")})
         elements[group.name] = jax.tree_util.tree_map(_as_leaf, prm)
+        if group.input is not None and rows:
+            inp = prm.get("input") if isinstance(prm, dict) else None
+            if inp is None or np.ndim(inp) != 2 or np.shape(inp)[0] != len(rows):
+                raise ModelError(f"{group.table_key}: element group {group.name!r} reads a time-varying input; "
+                                 f"its build must give an 'input' entry of shape (n, k) with n = {len(rows)} "
+                                 "(the input at rest)")
 
     nq = flex["n_slots"]
     inertia = np.concatenate([np.array([b["inertia"] for b in bodies], float).reshape(-1, 3, 3),
@@ -442,6 +448,10 @@ def build_model(tables) -> Model:
     element_interfaces = {}
     if nq:
         element_interfaces = {g.name: ends_interfaces(tables.get(g.table_key, [])) for g in groups}
+        for g in groups:
+            if g.input is not None and np.any(element_interfaces[g.name] >= 0):
+                raise ModelError(f"{g.table_key}: element group {g.name!r} reads a time-varying input; its "
+                                 "elements cannot attach at a flexible body's interface")
     wheels = tables["wheels"]
     topo = Topology(
         name=str(tables.get("name", "model")),

@@ -502,6 +502,11 @@ MUTANTS = [
              "    return forces.map_elements(lambda *a: g.element(*a)[0] if g.name != \"bushing\" else g.output(*a),"
              " prm, x[b[:, 0]], x[b[:, 1]])")],
            ["tests/kernels/test_element_registry.py::test_the_groups_output_is_its_element_force_and_equals_the_twin_bushings"]),
+    Mutant("group_input_rate_dropped", "a group's time-varying input without its rate in the linear-implicit "
+           "methods' J_u du/dt term",
+           [("kernels/linsolve.py", """            y = y.at[b[:, 0]].add(jnp.einsum("nik,nk->ni", d1, dw)).at[b[:, 1]].add(
+                jnp.einsum("nik,nk->ni", d2, dw))""", "            y = y")],
+           ["tests/kernels/test_group_input.py"]),
 ]
 
 

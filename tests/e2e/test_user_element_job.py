@@ -7,7 +7,10 @@ stiffer it is, the less the arm winds up under the longitudinal step (the
 arm's pitch is what the spring resists; the law itself is checked against
 oracles in tests/kernels/test_element_registry*.py). The generated backend
 runs the same element to the same numbers. The group declares an output,
-so its torque is a channel of the cube."""
+so its torque is a channel of the cube. A second group of the test suite's,
+a tyre that reads the road under it (a time-varying input of its own,
+tests/kernels/test_group_input.py), is in the same model: the road moves
+the wheels, on both backends alike."""
 import numpy as np
 import xarray as xr
 
@@ -16,7 +19,10 @@ from tests.jobs import cli
 TOY = ["model=toy_trailing_arm", "loadcase.t_start=4.98", "loadcase.t_end=5.1", "output.every=10",
        "sweep=grid", "sweep.start=null", "sweep.every=null", "~sweep.parameters", "sweep.progress=false",
        "integrator.backend=xla"]
-ELEMENT = ["+model.elements=['tests.sweep.user_elements:TORSION_SPRING']",
+ELEMENT = ["+model.elements=['tests.sweep.user_elements:TORSION_SPRING', 'tests.kernels.test_group_input:ROAD_TYRE']",
+           # a tyre of the user's own on a road of its own: an element group with a time-varying input
+           "+model.per_side.test_road_tyres={tyre: {bodies: [chassis, wheel], at: WC, rate: 200000.0, "
+           "damping: 150.0, omega: [8.17, 25.76, 69.1], cos: [0.004, 0.0015, -0.0005], sin: [-0.001, 0.002, 0.0004]}}",
            "+model.per_side.user_torsion_springs={twist: {bodies: [arm, chassis], at: PF, axis: [0, 1, 0], "
            "stiffness: 2000.0, damping: 5.0}}",
            "+sweep.parameters.twist={target: user_torsion_spring.stiffness, elements: '*', bounds: [0.1, 10.0], "
@@ -43,6 +49,8 @@ def test_a_job_runs_with_the_users_element_and_sweeps_it(tmp_path):
     assert np.all(f.sel(component=["fx", "fy", "fz"]).values == 0.0)
     my = np.abs(f.sel(component="my").values).max(axis=(1, 2))
     assert np.all(my > 1.0) and np.all(np.diff(my) > 0), my   # stiffer spring: more of the load
+    heave = np.ptp(ds.wheel_centre_displacement.sel(axis="z").values, axis=1)
+    assert np.all(heave > 2e-3), heave                           # the road under the user's tyre
 
     gen_path = tmp_path / "user_element_generated.zarr"
     proc = cli(*TOY[:-1], "integrator.backend=generated", *ELEMENT, f"output.path={gen_path}",

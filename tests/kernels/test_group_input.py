@@ -1,0 +1,125 @@
+"""An element group that reads a time-varying input of its own
+(``kernels.forces.ElementGroup.input``): a point-contact tyre written here,
+outside ``kernels/``, between the ground and each wheel of the toy axle,
+which reads the road height and its rate under it at the stage's time -
+the road under a tyre as an ordinary element group.
+
+Oracle: the same physics through the built-in route, which the rough road
+uses: a vertical bushing between the ground and the wheel with the tyre's
+rate and damping, and the road's part k z + c dz/dt of the tyre force as
+harmonics of the wheel-centre force input (``kernels.road.wheel_force_harmonics``).
+Both start from the same static equilibrium (the input at rest: the road's
+mean height) and must run the same response to round-off (the block
+solver; every solver shares the input Jacobian's product,
+kernels.linsolve); the road moves the wheel by millimetres, and without
+the input's rate in the methods' J_u du/dt term the two differ by 3e-7 m
+(the test can fail). The generated backend runs such a group too
+(tests/e2e/test_user_element_job.py). A group that declares an input but builds none is refused.
+"""
+import copy
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import kernels  # noqa: F401  (float64)
+from kernels import forces, loads, statics
+from kernels.lsrt2 import LSRT2
+from kernels.model import ModelError, build_model
+from kernels.road import RoadProfile, wheel_force_harmonics
+from kernels.system import model_system
+from sweep.axle.builder import build_tables
+from tests.conftest import load_model_cfg
+
+K_TYRE = 2.0e5          # N/m
+C_TYRE = 150.0          # N s/m
+OMEGA = np.array([2 * np.pi * 1.3, 2 * np.pi * 4.1, 2 * np.pi * 11.0])     # rad/s
+COS = np.array([[0.004, -0.002], [0.0015, 0.001], [-0.0005, 0.0007]])      # m, (harmonic, side)
+SIN = np.array([[-0.001, 0.003], [0.002, -0.0012], [0.0004, 0.0002]])     # m
+
+
+def tyre_input(prm, t):
+    """Road height z [m] and its rate [m/s] under the tyre at time t [s]."""
+    ph = prm["omega"] * t
+    z = jnp.sum(prm["cos"] * jnp.cos(ph) + prm["sin"] * jnp.sin(ph))
+    zd = jnp.sum(prm["omega"] * (prm["sin"] * jnp.cos(ph) - prm["cos"] * jnp.sin(ph)))
+    return jnp.stack([z, zd])
+
+
+def tyre_element(prm, x1, x2):
+    """Vertical spring-damper from the road point below the wheel's marker to
+    the marker: force on the wheel k (z_road - dz) + c (dz_road/dt - dz/dt)
+    [N] (dz: the marker's height from its design position), at the marker."""
+    pm2, vm2, p2, R2, _ = forces.marker_kinematics(x2, prm["pos2"])
+    z_road, zd_road = prm["input"][0], prm["input"][1]
+    fz = prm["k"] * (z_road - (pm2[2] - prm["z0"])) + prm["c"] * (zd_road - vm2[2])
+    F = jnp.array([0.0, 0.0, 1.0]) * fz
+    M2 = jnp.cross(pm2 - p2, F)
+    return jnp.concatenate([-F, jnp.zeros(3)]), jnp.concatenate([F, forces.mtv(R2, M2)])
+
+
+def tyre_build(rows, ends):
+    n = len(rows)
+    return {"pos2": ends["pos2"], "z0": ends["point2"][:, 2],
+            "k": np.array([float(e["rate"]) for e in rows]), "c": np.array([float(e["damping"]) for e in rows]),
+            "omega": np.array([e["omega"] for e in rows], float), "cos": np.array([e["cos"] for e in rows], float),
+            "sin": np.array([e["sin"] for e in rows], float), "input": np.zeros((n, 2))}
+
+
+ROAD_TYRE = forces.ElementGroup("test_road_tyre", "test_road_tyres", tyre_element, build=tyre_build,
+                                input=tyre_input)
+
+
+def toy_with(route):
+    cfg = copy.deepcopy(load_model_cfg("toy_trailing_arm"))
+    if route == "bushing":
+        cfg["per_side"]["bushings"]["road_spring"] = {
+            "bodies": ["chassis", "wheel"], "at": "WC", "stiffness": [0.0, 0.0, K_TYRE, 0.0, 0.0, 0.0],
+            "damping": [0.0, 0.0, C_TYRE, 0.0, 0.0, 0.0]}
+        return build_model(build_tables(cfg, source=None))
+    cfg["per_side"]["test_road_tyres"] = {
+        "tyre": {"bodies": ["chassis", "wheel"], "at": "WC", "rate": K_TYRE, "damping": C_TYRE,
+                 "omega": OMEGA.tolist(), "cos": COS[:, 0].tolist(), "sin": SIN[:, 0].tolist()}}
+    tables = build_tables(cfg, source=None, groups=(ROAD_TYRE,))
+    right = tables["test_road_tyres"][1]               # the right track: its own harmonics
+    right["cos"], right["sin"] = COS[:, 1].tolist(), SIN[:, 1].tolist()
+    return build_model(tables)
+
+
+def run(model, exc, solver, n=400):
+    eq = statics.static_equilibrium(model, loads.u_at(loads.without_harmonics(exc), 0.0))
+    assert bool(eq.converged)
+    system = model_system(model, exc, solver=solver)
+    tr = jax.jit(lambda r0: LSRT2.simulate(system, r0, jnp.zeros_like(r0), 0.0, 1e-3, n))(eq.r.reshape(-1))
+    return np.asarray(eq.r), np.asarray(tr.outputs["r"])
+
+
+def test_a_tyre_group_reading_the_road_equals_the_bushing_and_force_input_route(solver="block"):
+    base = loads.excitation(np.array([[0.0, 0.0, 4000.0, 0.0, 0.0, 0.0]] * 2))
+    omega, cos, sin = wheel_force_harmonics(RoadProfile(OMEGA, COS, SIN), K_TYRE, C_TYRE)
+    builtin = toy_with("bushing")
+    group = toy_with("group")
+    assert [g.name for g in group.topology.element_groups][-1] == "test_road_tyre"
+    r_eq_b, ref = run(builtin, loads.with_harmonics(base, omega, cos, sin), solver)
+    r_eq_g, got = run(group, base, solver)
+    np.testing.assert_allclose(r_eq_g, r_eq_b, rtol=0, atol=1e-12)      # the input at rest: the mean road
+    wheels = np.asarray(group.topology.wheel_slots)
+    z_ref = ref.reshape(len(ref), -1, 6)[:, wheels, 2]
+    z_got = got.reshape(len(got), -1, 6)[:, wheels, 2]
+    motion = np.abs(z_ref - z_ref[0]).max()
+    assert motion > 1e-3, motion                              # the road moves the wheels by millimetres
+    np.testing.assert_allclose(z_got, z_ref, rtol=0, atol=1e-9 * motion)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-9 * np.abs(ref - ref[0]).max())
+
+
+def test_a_group_that_reads_an_input_must_build_it():
+    no_input = forces.ElementGroup("test_road_tyre_bad", "test_road_tyres", tyre_element, input=tyre_input,
+                                   build=lambda rows, ends: {k: v for k, v in tyre_build(rows, ends).items()
+                                                             if k != "input"})
+    cfg = copy.deepcopy(load_model_cfg("toy_trailing_arm"))
+    cfg["per_side"]["test_road_tyres"] = {
+        "tyre": {"bodies": ["chassis", "wheel"], "at": "WC", "rate": K_TYRE, "damping": C_TYRE,
+                 "omega": [1.0], "cos": [0.0], "sin": [0.0]}}
+    with pytest.raises(ModelError, match="reads a time-varying input; its build must give an 'input' entry"):
+        build_model(build_tables(cfg, source=None, groups=(no_input,)))
