@@ -1095,13 +1095,19 @@ class ElementGroup:
                law reads the input at the stage's time from
                ``prm["input"]``, and the linear-implicit methods take its
                rate through the input Jacobian (method.md eq. 4, the
-               ``J_u du/dt`` term; :func:`kernels.dynamics.group_inputs`).
-               Elements at a flexible body's interface cannot have one.
+               ``J_u du/dt`` term; :func:`kernels.dynamics.group_inputs`),
+               so the law must be forward-differentiable in ``prm["input"]``
+               (a closed-form ``jacobian`` reads it from ``prm`` as well).
+               Build the entry as the input at the start (e.g. a road's mean
+               height): the time response's static equilibrium sees it. Not
+               with state ``events``, nor at a flexible body's interface.
     output     optional ``(prm, x1, x2) -> (6,)``: the force (3) [N] and torque
                (3) [N m] the element exerts on its first body, vehicle
                frame (:func:`kernels.metrics.element_forces`): the result
                channel ``<name>_force`` of a time response (the bushing's is
-               ``bushing_force``); None: no force channel.
+               ``bushing_force``; computed with the group's input at the
+               sample's time, its switching state as built); None: no force
+               channel.
     numbers    the keys of the group's model-file entries that hold numbers
                (one or a list, wherever they occur in an entry, e.g. a
                curve's ``x``), each ``"any"``, ``"non_negative"`` or
@@ -1240,7 +1246,8 @@ BUILTIN_GROUPS = (BUSHING, P2P)
 
 # the tyres' entry of the event state (kernels.system) and the time-response
 # cube's dimensions (a group's elements are the dimension of its force channel)
-RESERVED_GROUP_NAMES = ("tyre_contact", "variant", "time", "side", "axis", "component", "component_units")
+RESERVED_GROUP_NAMES = ("tyre_contact", "variant", "time", "side", "axis", "component", "component_units",
+                        "chunk")
 
 
 class ElementRegistry:

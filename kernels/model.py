@@ -90,7 +90,7 @@ class Topology:
     Hashed and compared by structure (names and index arrays, not the
     informational ``tables``) so that it can be a static pytree field:
     functions jitted for one model are reused for every model of the same
-    structure, whatever its parameter values. Registered element groups
+    structure, whatever its parameter values. Added element groups
     (``extra_groups``) enter the hash by identity, with their names and body
     slots: a model built with another group object of the same name is
     another structure (no stale compiled function).
@@ -436,11 +436,7 @@ def build_model(tables) -> Model:
                                  "point1": point("marker_1"), "point2": point("marker_2")})
         elements[group.name] = jax.tree_util.tree_map(_as_leaf, prm)
         if group.input is not None and rows:
-            inp = prm.get("input") if isinstance(prm, dict) else None
-            if inp is None or np.ndim(inp) != 2 or np.shape(inp)[0] != len(rows):
-                raise ModelError(f"{group.table_key}: element group {group.name!r} reads a time-varying input; "
-                                 f"its build must give an 'input' entry of shape (n, k) with n = {len(rows)} "
-                                 "(the input at rest)")
+            _check_input(group, elements[group.name], len(rows))
 
     nq = flex["n_slots"]
     inertia = np.concatenate([np.array([b["inertia"] for b in bodies], float).reshape(-1, 3, 3),
@@ -513,6 +509,24 @@ def _flexible_layout(tables, slot, m_rigid):
     return out
 
 
+def _check_input(group, prm, n):
+    """A group that reads a time-varying input: its built ``input`` entry is
+    (n, k) and ``input(prm, t)`` gives (k,) for one element; no state events
+    (their root functions would see the input at rest)."""
+    w = f"{group.table_key}: element group {group.name!r} reads a time-varying input"
+    inp = prm.get("input") if isinstance(prm, dict) else None
+    if inp is None or np.ndim(inp) != 2 or np.shape(inp)[0] != n:
+        raise ModelError(f"{w}; its build must give an 'input' entry of shape (n, k) with n = {n} "
+                         "(the input at rest)")
+    one = jax.tree_util.tree_map(lambda a: a[0], prm)
+    shape = jax.eval_shape(group.input, one, jnp.zeros((), jnp.float64)).shape
+    if shape != (np.shape(inp)[1],):
+        raise ModelError(f"{w}: input(prm, t) gives shape {shape} for one element, its built 'input' entry "
+                         f"({np.shape(inp)[1]},)")
+    if group.events is not None:
+        raise ModelError(f"{w}: a group with an input cannot have state events")
+
+
 def _as_leaf(a):
     """A built parameter leaf as a JAX array: floats as float64, integers kept."""
     a = np.asarray(a)
@@ -523,7 +537,9 @@ def export_tables(model: Model) -> dict:
     """Plain arrays with names for rebuilding the model in another code.
 
     Marker positions are vehicle-frame design positions; bushing and P2P
-    characteristics are as given in the input tables.
+    characteristics are as given in the input tables. A model with added
+    element groups also has their :class:`kernels.forces.ElementGroup`
+    objects under ``element_groups`` (Python objects, not plain data).
     """
     return model.topology.tables
 

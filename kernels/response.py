@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels import loads, metrics, statics
+from kernels.dynamics import group_inputs, input_groups, with_inputs
 from kernels.integrate import Trajectory, events_inside_steps
 from kernels.model import Model
 from kernels.system import SOLVERS, model_system
@@ -227,7 +228,10 @@ def driver(options: Options, outputs: Optional[Callable] = None) -> Driver:
         model = statics.at_rest(p.model, r_eq.reshape(p.model.topology.n_bodies, 6))  # tyres, sprung body: at rest
         system = model_system(model, p.excitation, options.solver, split, options.state_events)
         n = r_eq.size
-        out = lambda r, v, t: out_fn(model, r, v, r_eq)  # noqa: E731
+        if input_groups(model.topology):    # outputs see the groups' inputs at the sample's time
+            out = lambda r, v, t: out_fn(with_inputs(model, group_inputs(model, t)[0]), r, v, r_eq)  # noqa: E731
+        else:
+            out = lambda r, v, t: out_fn(model, r, v, r_eq)  # noqa: E731
         return meth.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), p.t0, p.dt, options.n_samples,
                              options.every, options.relinearise_every, out, error_norm=norm,
                              checkpoint_block=options.checkpoint_block)

@@ -507,6 +507,11 @@ MUTANTS = [
            [("kernels/linsolve.py", """            y = y.at[b[:, 0]].add(jnp.einsum("nik,nk->ni", d1, dw)).at[b[:, 1]].add(
                 jnp.einsum("nik,nk->ni", d2, dw))""", "            y = y")],
            ["tests/kernels/test_group_input.py"]),
+    Mutant("group_output_input_at_rest", "a time response's outputs computed with the groups' inputs at "
+           "rest instead of at the sample's time",
+           [("kernels/response.py", "        if input_groups(model.topology):    # outputs see",
+             "        if False and input_groups(model.topology):    # outputs see")],
+           ["tests/kernels/test_group_input.py::test_the_time_responses_outputs_see_the_input_at_the_samples_time"]),
 ]
 
 

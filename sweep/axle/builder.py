@@ -123,13 +123,14 @@ class Placement:
     what    its model-file path (``model.<section>.<name>``), for errors
     side    "left" | "right" (an element under ``shared``: "left", the left
             side's hardpoints)
+    shared  True for an element under ``shared`` (once, not per side)
     stop_law  the model's ``stop_law`` (None: not given)
 
     Each ``key`` below is the spec's key, named in errors as ``what.key``."""
 
-    def __init__(self, name, what, side: "_Side", suffix, add_marker, body_ref, types, stop_law):
+    def __init__(self, name, what, side: "_Side", suffix, add_marker, body_ref, types, stop_law, shared=False):
         self.name, self.what, self._side, self._suffix = name, what, side, suffix
-        self.side = side.side
+        self.side, self.shared = side.side, bool(shared)
         self._add_marker, self._body_ref, self._types = add_marker, body_ref, types
         self.stop_law = stop_law
 
@@ -962,10 +963,16 @@ def build_tables(cfg, source=None, hardpoint_offsets=(), groups=()) -> dict:
         what = f"model.{group.table_key}.{name}"
         if not isinstance(spec, dict):
             raise ModelError(f"{what} must be a mapping")
-        place = Placement(name, what, side, suffix, add_marker, body_ref, types, stop_law)
+        place = Placement(name, what, side, suffix, add_marker, body_ref, types, stop_law, shared=not suffix)
         rows = rows_of[group.table_key]
         row = {"index": len(rows) + 1, "name": name}
-        row.update((group.row or forces.placed_row)(spec, place))
+        try:
+            fields = (group.row or forces.placed_row)(spec, place)
+        except ModelError:
+            raise
+        except (TypeError, ValueError, KeyError) as err:     # a group's own row function: one line naming the entry
+            raise ModelError(str(err) if what in str(err) else f"{what}: {err}") from None
+        row.update(fields)
         rows.append(row)
 
     per_side = cfg.get("per_side") or {}

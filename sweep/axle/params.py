@@ -112,7 +112,7 @@ def _get_field(model, field):
 def group_targets(model):
     """{config target: (group, :class:`kernels.forces.Target`)} of the model's
     element groups, in their order (the bushing's, the P2P elements', then a
-    registered group's): ``<group>.<target>``, or the target's own name for a
+    added group's): ``<group>.<target>``, or the target's own name for a
     target of one kind (``spring.rate``)."""
     out = {}
     for g in model.topology.element_groups:

@@ -86,6 +86,20 @@ def group_channels(model) -> tuple:
         for g in model.topology.extra_groups if g.output is not None)
 
 
+def _check_group_names(channels, pset):
+    """A group's force channel and its element dimension take names of the
+    cube: none may be a name the cube has already (a ConfigError naming it)."""
+    taken = {"variant", "time", "side", "axis", "bushing", "component", "component_units", "chunk", "status",
+             "equilibrium_iterations", "chunk_done", *(c.name for c in CHANNELS), *(p.name for p in pset.params)}
+    for c in channels[len(CHANNELS):]:
+        for name in (c.dims[0], c.name):
+            if name in taken:
+                raise ConfigError(f"model.elements: element group {c.dims[0]!r}: {name!r} is already a name of "
+                                  "the time-response cube (a variable, a dimension or a swept parameter); "
+                                  "rename the group or the parameter")
+            taken.add(name)
+
+
 def channels_of(model) -> tuple:
     """The channel table of a time response of ``model``: :data:`CHANNELS`,
     then :func:`group_channels`."""
@@ -428,6 +442,7 @@ class TimeResponse(JobKind):
         bidx = sorted(set(select_bushings(cfg.output.get("bushings"), names)) | set(refs)
                       | {names.index(n) for n in self.kept_bushings(model)})
         channels = channels_of(model)
+        _check_group_names(channels, pset)
         shapes = channel_shapes(model, bidx, channels)
         # a traced method maps a chunk over every device (a default CPU job:
         # when large enough); a host method runs one variant at a time on one

@@ -1,7 +1,7 @@
 """Force-element groups as a named registry (kernels.forces.ElementGroup).
 
 A test-only element type - a linear torsion spring (and damper) between two
-bodies - is registered from this file only, added to the double-wishbone axle
+bodies - is defined in this file only, added to the double-wishbone axle
 through its model YAML, and run end to end: tables and validation, the
 topology and the block pattern, the generalised forces and their element
 Jacobians (autodiff vs central differences), static equilibrium, LSRT2 steps
@@ -33,7 +33,7 @@ from kernels.system import model_system
 from sweep.axle.builder import build_tables
 from tests.conftest import load_model_cfg, random_state
 
-NAME = "test_torsion_spring"          # unique: registered by this file only
+NAME = "test_torsion_spring"          # unique: defined in this file only
 TABLE = "test_torsion_springs"
 K_TORSION = 400.0                     # N m/rad
 C_TORSION = 2.0                       # N m s/rad
@@ -210,7 +210,7 @@ equilibrium = jax.jit(statics.static_equilibrium)
 CHANNELS = ("wheel_centre_displacement", "toe", "camber")
 
 
-def test_sweep_parameter_on_the_registered_group(tor_model):
+def test_sweep_parameter_on_the_added_group(tor_model):
     from sweep.axle.params import build_parameters
     spec = {"twist": {"target": f"{NAME}.stiffness", "elements": "*_left", "bounds": [0.1, 10.0]},
             "bush": {"target": "bushing.stiffness", "elements": "upper_arm_*", "directions": "radial",

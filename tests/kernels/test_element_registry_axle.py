@@ -1,4 +1,4 @@
-"""A registered element group on the double wishbone: zero stiffness reproduces the axle, a torsion spring equals the rotational bushing, its equilibrium torque, its Jacobian against central differences."""
+"""An added element group on the double wishbone: zero stiffness reproduces the axle, a torsion spring equals the rotational bushing, its equilibrium torque, its Jacobian against central differences."""
 import jax
 import jax.numpy as jnp
 import numpy as np

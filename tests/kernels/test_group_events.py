@@ -1,4 +1,4 @@
-"""A registered element group with state events of its own
+"""An added element group with state events of its own
 (``kernels.forces.Events``): a gap spring - a linear spring along the line
 between its markers that pushes only once the gap is closed, switching
 contact as a state event - written here, outside ``kernels/``, with its

@@ -123,3 +123,36 @@ def test_a_group_that_reads_an_input_must_build_it():
                  "omega": [1.0], "cos": [0.0], "sin": [0.0]}}
     with pytest.raises(ModelError, match="reads a time-varying input; its build must give an 'input' entry"):
         build_model(build_tables(cfg, source=None, groups=(no_input,)))
+
+
+def test_the_time_responses_outputs_see_the_input_at_the_samples_time():
+    """The driver's outputs (the cube's channels, e.g. a group's force) are
+    computed with the group's input at each sample's time, not at rest."""
+    from kernels import response
+    group = toy_with("group")
+    base = loads.excitation(np.array([[0.0, 0.0, 4000.0, 0.0, 0.0, 0.0]] * 2))
+    opts = response.Options(method="lsrt2", n_samples=6, every=7, split_steps=False)
+    drv = response.driver(opts, lambda m, r, v, r_eq: {"w": m.elements["test_road_tyre"]["input"]})
+    p = response.Problem(group, base, 0.0, 1e-3)
+    tr = jax.jit(lambda p: drv.run(p, drv.init(p).r))(p)
+    t = np.arange(6) * 7e-3
+    prm = group.elements["test_road_tyre"]
+    want = np.stack([jax.vmap(lambda q: tyre_input(q, tt))(prm) for tt in t])       # (sample, element, 2)
+    np.testing.assert_allclose(np.asarray(tr.outputs["w"]), want, rtol=1e-13, atol=1e-16)
+    assert np.abs(want[1:, :, 0]).max() > 1e-3                  # not the input at rest
+
+
+def test_an_input_of_another_shape_or_with_events_is_refused():
+    cfg = copy.deepcopy(load_model_cfg("toy_trailing_arm"))
+    cfg["per_side"]["test_road_tyres"] = {
+        "tyre": {"bodies": ["chassis", "wheel"], "at": "WC", "rate": K_TYRE, "damping": C_TYRE,
+                 "omega": [1.0], "cos": [0.0], "sin": [0.0]}}
+    three = forces.ElementGroup("test_road_tyre_3", "test_road_tyres", tyre_element, build=tyre_build,
+                                input=lambda prm, t: jnp.concatenate([tyre_input(prm, t), jnp.zeros(1)]))
+    with pytest.raises(ModelError, match=r"input\(prm, t\) gives shape \(3,\) for one element, its built "
+                                         r"'input' entry \(2,\)"):
+        build_model(build_tables(cfg, source=None, groups=(three,)))
+    evented = forces.ElementGroup("test_road_tyre_ev", "test_road_tyres", tyre_element, build=tyre_build,
+                                  input=tyre_input, events=forces.P2P_EVENTS)
+    with pytest.raises(ModelError, match="a group with an input cannot have state events"):
+        build_model(build_tables(cfg, source=None, groups=(evented,)))

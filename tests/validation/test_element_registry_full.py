@@ -1,4 +1,4 @@
-"""A registered element group in the double wishbone's step (full form, on demand): zero stiffness reproduces the axle, a torsion spring equals the rotational bushing, its equilibrium torque. CI's forms: the group's element Jacobian against central differences on the axle (tests/kernels/test_element_registry_axle.py) and the registry's unit tests (tests/kernels/test_element_registry.py)."""
+"""An added element group in the double wishbone's step (full form, on demand): zero stiffness reproduces the axle, a torsion spring equals the rotational bushing, its equilibrium torque. CI's forms: the group's element Jacobian against central differences on the axle (tests/kernels/test_element_registry_axle.py) and the registry's unit tests (tests/kernels/test_element_registry.py)."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -65,7 +65,7 @@ def required_paths(spec, prefix=()):
         for key, sub in spec.items():
             path = prefix + (key,)
             if len(prefix) == 1 and prefix[0] in ("per_side", "shared") and key not in BUILTIN_SECTIONS:
-                continue                          # a registered group's own section
+                continue                          # an added group's own section
             if len(prefix) == 1 and key == "flexible_bodies":
                 yield path                        # sub-keys: docs/flexible_bodies.md
                 continue

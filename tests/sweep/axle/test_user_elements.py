@@ -61,7 +61,7 @@ def test_a_wrong_elements_entry_names_itself(entries, message):
 
 def test_a_model_file_with_elements_loads_from_its_path(tmp_path):
     """The model-file route (``model=path/to/file.yaml``, ``sweep.align``):
-    the file's own ``elements:`` are registered before its keys are checked."""
+    the file's own ``elements:`` are added before its keys are checked."""
     import yaml
     from sweep.axle.builder import load_model_file
     path = tmp_path / "toy_with_twist.yaml"

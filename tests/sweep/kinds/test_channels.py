@@ -73,3 +73,26 @@ def test_an_element_group_with_an_output_adds_its_force_channel():
     quiet = dataclasses.replace(TORSION, output=None)
     plain = build_model(build_tables(dw_cfg(), groups=(quiet,)))
     assert time_response.channels_of(plain) == tuple(time_response.CHANNELS)
+
+
+def test_a_group_whose_name_the_cube_has_already_is_refused():
+    """A group with an output named like a channel of the cube (``toe``:
+    dimension ``toe`` beside the variable ``toe``) or a swept parameter is one
+    error naming it, before anything is compiled."""
+    import dataclasses
+    from kernels.model import build_model
+    from sweep.axle.builder import build_tables
+    from sweep.axle.params import build_parameters
+    from sweep.core.config import ConfigError
+    from sweep.kinds import time_response
+    from tests.kernels.test_element_registry import TORSION, dw_cfg
+    toe = dataclasses.replace(TORSION, name="toe")
+    model = build_model(build_tables(dw_cfg(), groups=(toe,)))
+    with pytest.raises(ConfigError, match="element group 'toe': 'toe' is already a name of the time-response cube"):
+        time_response._check_group_names(time_response.channels_of(model), build_parameters({}, model))
+    ok = build_model(build_tables(dw_cfg(), groups=(TORSION,)))
+    pset = build_parameters({"test_torsion_spring_force": {"target": "bushing.stiffness", "elements": "upper_arm_*",
+                                                           "bounds": [0.5, 2.0]}}, ok)
+    with pytest.raises(ConfigError, match="'test_torsion_spring_force' is already a name"):
+        time_response._check_group_names(time_response.channels_of(ok), pset)
+    time_response._check_group_names(time_response.channels_of(ok), build_parameters({}, ok))
