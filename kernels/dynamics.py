@@ -145,16 +145,19 @@ def with_inputs(model, w):
     return model.replace_elements(**out) if out else model
 
 
+def group_input(model, t):
+    """w at time t [s], flat: every input group's elements' ``input(prm, t)``
+    in :func:`input_groups` order; an empty array without such groups."""
+    parts = [jax.vmap(lambda p: g.input(p, t))(g.params(model)).reshape(-1)
+             for g, _ in input_groups(model.topology)]
+    return jnp.concatenate(parts) if parts else jnp.zeros(0, model.mass.dtype)
+
+
 def group_inputs(model, t):
-    """(w, dw/dt) at time t [s], flat: every input group's elements'
-    ``input(prm, t)`` and its time derivative (forward mode), in
-    :func:`input_groups` order; empty arrays without such groups."""
-    def w_at(tt):
-        parts = [jax.vmap(lambda p: g.input(p, tt))(g.params(model)).reshape(-1)
-                 for g, _ in input_groups(model.topology)]
-        return jnp.concatenate(parts) if parts else jnp.zeros(0, model.mass.dtype)
+    """(w, dw/dt) at time t [s], flat: :func:`group_input` and its time
+    derivative (forward mode)."""
     t = jnp.asarray(t, model.mass.dtype)
-    return jax.jvp(w_at, (t,), (jnp.ones_like(t),))
+    return jax.jvp(lambda tt: group_input(model, tt), (t,), (jnp.ones_like(t),))
 
 
 def input_jacobians(model, r, v) -> tuple:

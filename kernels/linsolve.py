@@ -30,6 +30,7 @@ import numpy as np
 
 from kernels import blocks
 from kernels import linalg
+from kernels.dynamics import input_groups
 from kernels.rotations import mm, mv
 
 class Solver(NamedTuple):
@@ -81,8 +82,7 @@ def _block_products(topology):
     def jmul(G):
         return lambda lin, x: mv(lin.Minv, blocks.matvec(pattern, G(lin), x.reshape(m, 6))).reshape(-1)
 
-    inputs = [np.asarray(g.bodies(topology)) for g in topology.element_groups
-              if g.input is not None and len(g.names(topology))]
+    inputs = [np.asarray(g.bodies(topology)) for g, _ in input_groups(topology)]
 
     def ju(lin, du):
         if not lin.G_w:

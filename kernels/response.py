@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 
 from kernels import loads, metrics, statics
-from kernels.dynamics import group_inputs, input_groups, with_inputs
+from kernels.dynamics import group_input, input_groups, with_inputs
 from kernels.integrate import Trajectory, events_inside_steps
 from kernels.model import Model
 from kernels.system import SOLVERS, model_system
@@ -229,7 +229,7 @@ def driver(options: Options, outputs: Optional[Callable] = None) -> Driver:
         system = model_system(model, p.excitation, options.solver, split, options.state_events)
         n = r_eq.size
         if input_groups(model.topology):    # outputs see the groups' inputs at the sample's time
-            out = lambda r, v, t: out_fn(with_inputs(model, group_inputs(model, t)[0]), r, v, r_eq)  # noqa: E731
+            out = lambda r, v, t: out_fn(with_inputs(model, group_input(model, t)), r, v, r_eq)  # noqa: E731
         else:
             out = lambda r, v, t: out_fn(model, r, v, r_eq)  # noqa: E731
         return meth.simulate(system, r_eq.reshape(-1), jnp.zeros(n, r_eq.dtype), p.t0, p.dt, options.n_samples,

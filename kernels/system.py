@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from kernels import linsolve, loads, metrics, statics
-from kernels.dynamics import (group_inputs, input_groups, linearise_blocks, linearise_with_inputs, q_fn,
-                              states_with_ground, with_inputs)
+from kernels.dynamics import (group_input, group_inputs, input_groups, linearise_blocks, linearise_with_inputs,
+                              q_fn, states_with_ground, with_inputs)
 from kernels.integrate import System
 from kernels.rotations import coordinate_rates
 
@@ -70,9 +70,7 @@ def model_system(model, exc, solver="block", split_steps=True, state_events=True
 
 def _bound_system(model, exc, solver, split_steps) -> System:
     m = model.topology.n_bodies
-    if input_groups(model.topology):
-        return _bound_system_with_inputs(model, exc, solver, split_steps)
-    return System(
+    system = System(
         linearise=lambda r, v, u: linearise_blocks(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)),
         q=lambda r, v, u: q_fn(model, r.reshape(m, 6), v.reshape(m, 6), u.reshape(2, 6)).reshape(-1),
         rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6), model.topology.modal_slots).reshape(-1),
@@ -84,31 +82,23 @@ def _bound_system(model, exc, solver, split_steps) -> System:
         solver=linsolve.model_solver(model.topology, solver),
         switch_times=_switch_times(exc),
     )
+    if not input_groups(model.topology):
+        return system
 
-
-def _bound_system_with_inputs(model, exc, solver, split_steps) -> System:
-    """As :func:`_bound_system` for a model whose element groups read
-    time-varying inputs: the flat input is [wheel loads (12) | the groups'
-    inputs] (:func:`kernels.dynamics.group_inputs`); the groups' inputs are
-    smooth, so their one-sided value and rate are the plain ones."""
-    m = model.topology.n_bodies
-
+    # element groups that read time-varying inputs: the flat input is [wheel
+    # loads (12) | the groups' inputs] (kernels.dynamics.group_input); the
+    # groups' inputs are smooth, so their one-sided value and rate are the plain ones
     def cat(a, b):
-        return jnp.concatenate([a.reshape(-1), b])
-    return System(
+        return jnp.concatenate([a, b])
+    return system._replace(
         linearise=lambda r, v, u: linearise_with_inputs(model, r.reshape(m, 6), v.reshape(m, 6), u),
         q=lambda r, v, u: q_fn(with_inputs(model, u[12:]), r.reshape(m, 6), v.reshape(m, 6),
                                u[:12].reshape(2, 6)).reshape(-1),
-        rates=lambda r, v: coordinate_rates(r.reshape(m, 6), v.reshape(m, 6), model.topology.modal_slots).reshape(-1),
-        u=lambda t: cat(loads.u_at(exc, t), group_inputs(model, t)[0]),
-        du=lambda t: cat(loads.du_dt(exc, t), group_inputs(model, t)[1]),
-        u_one_sided=lambda t, t_ref: cat(loads.u_one_sided(exc, t, t_ref), group_inputs(model, t)[0]),
-        du_one_sided=lambda t_ref, t=None: cat(loads.du_one_sided(exc, t_ref, t),
-                                               group_inputs(model, t_ref if t is None else t)[1]),
-        events=(lambda: loads.event_times(exc)) if split_steps else None,
-        solver=linsolve.model_solver(model.topology, solver),
-        switch_times=_switch_times(exc),
-    )
+        u=lambda t: cat(system.u(t), group_input(model, t)),
+        du=lambda t: cat(system.du(t), group_inputs(model, t)[1]),
+        u_one_sided=lambda t, t_ref: cat(system.u_one_sided(t, t_ref), group_input(model, t)),
+        du_one_sided=lambda t_ref, t=None: cat(system.du_one_sided(t_ref, t),
+                                               group_inputs(model, t_ref if t is None else t)[1]))
 
 
 def _switch_times(exc) -> tuple:
