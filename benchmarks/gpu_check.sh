@@ -18,8 +18,11 @@
 #   d. (time permitting) benchmarks/sweep_throughput.py, the engine's chunk runner
 # Switches: SKIP_ENV=1 (no step a), SKIP_TESTS=1 (no steps c and d),
 # DRIVER=job: step b runs benchmarks/job_throughput.py (the whole job as a
-# user runs it, 4096 and 65,536 variants, both axles; its CPU form runs in
-# CI: tests/e2e/test_job_throughput_script.py; steps c and d skipped),
+# user runs it, 4096 variants with every step written and 65,536 with every
+# LARGE_EVERY-th (default 10: every step of 65,536 variants is ~19 GB on the
+# double wishbone), both axles or JOB_MODELS, the stores in /tmp and removed
+# after each job, each job's timeout at most what is left; its CPU form runs
+# in CI: tests/e2e/test_job_throughput_script.py; steps c and d skipped),
 # DRIVER=remeasure: step b runs benchmarks/gpu_remeasure.py instead (the
 # re-measurement after the dense-solve fix: solves at 1024 first, then the
 # runners compiled 6 at a time and timed, the chunk runner included; steps c
@@ -338,8 +341,9 @@ if [ "$DRIVER" = job ]; then
 stamp "b. benchmarks/job_throughput.py (the whole job: equilibria, integration, store)"
 T=$(( $(left) - 5 ))
 echo "driver timeout $T s"
-timeout -k 5 $T python3 benchmarks/job_throughput.py --out-dir "$OUT" --timeout $(( T / 3 )) \
-    --models double_wishbone multilink --variants 4096 65536
+timeout -k 5 $T python3 benchmarks/job_throughput.py --out-dir "$OUT" --store-dir /tmp/stores \
+    --budget $(( T - 10 )) --timeout $(( T / 2 )) --models ${JOB_MODELS:-double_wishbone multilink} \
+    --variants 4096 65536 --every 1 ${LARGE_EVERY:-10}
 echo "rc(job_throughput)=$?"
 SKIP_TESTS=1
 elif [ "$DRIVER" = remeasure ]; then

@@ -78,13 +78,13 @@ DESIGNS = {"double_wishbone": ["sweep=lhs"], "multilink": ["sweep=lhs_multilink"
                                 "directions: [radial], bounds: [0.5, 2.0]}"]}
 
 
-def run_job(model, n, out_dir, timeout, extra=()):
+def run_job(model, n, out_dir, timeout, extra=(), every=1):
     """One job; returns its record (the parsed figures, or the error)."""
     path = os.path.join(out_dir, f"{model}_{n}.zarr")
     cmd = [sys.executable, "-m", "sweep", f"model={model}", *DESIGNS.get(model, ["sweep=lhs"]), f"sweep.n_variants={n}",
            f"loadcase.t_start={WINDOW[0]}", f"loadcase.t_end={WINDOW[1]}", "sweep.start=null", "sweep.every=null",
-           "output.every=1", f"output.path={path}", "output.overwrite=true", "sweep.progress=false", *extra]
-    rec = {"model": model, "variants": n, "command": " ".join(cmd[1:])}
+           f"output.every={every}", f"output.path={path}", "output.overwrite=true", "sweep.progress=false", *extra]
+    rec = {"model": model, "variants": n, "output_every": every, "command": " ".join(cmd[1:])}
     if os.path.exists(path):            # a fresh store: a complete one of the same job would be reused
         import shutil
         shutil.rmtree(path)
@@ -115,6 +115,9 @@ def run_job(model, n, out_dir, timeout, extra=()):
     rec["cube_mb"] = round(_size_on_disk(path) / 1e6, 2)
     if rec.get("write_s"):
         rec["write_mb_per_s"] = round(rec["cube_mb"] / rec["write_s"], 1)
+    for key, pat in (("backend_line", r"integrator\.backend=auto: [^\n]*"), ("runner_line", r"compiling [^\n]*")):
+        m = re.search(pat, text)
+        rec[key] = m.group(0)[:300] if m else None
     status = re.search(r"status: (.*)", text)
     rec["status"] = status.group(1).strip() if status else None
     return rec
@@ -126,19 +129,43 @@ def main(argv=None):
     ap.add_argument("--variants", type=int, nargs="+", default=[4096, 65536])
     ap.add_argument("--quick", action="store_true", help="CI form: the toy axle, 16 variants")
     ap.add_argument("--timeout", type=float, default=560.0, help="seconds per job")
-    ap.add_argument("--out-dir", default=os.environ.get("OUT", "/tmp/job_throughput"))
+    ap.add_argument("--every", type=int, nargs="+", default=None,
+                    help="output.every of each --variants entry (default 1: every step written); a large job "
+                         "with every step written can outgrow a lent machine's disk and time")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for all jobs together: a job's timeout is at most what is left")
+    ap.add_argument("--out-dir", default=os.environ.get("OUT", "/tmp/job_throughput"),
+                    help="where the figures go")
+    ap.add_argument("--store-dir", default=None, help="where the jobs' stores go (default: --out-dir)")
     ap.add_argument("--json", default=None, help="where to write the figures (default: <out-dir>/job_throughput.json)")
     ap.add_argument("extra", nargs="*", help="further overrides for every job, e.g. integrator.backend=xla")
     args = ap.parse_args(argv)
     if args.quick:
         args.models, args.variants = ["toy_trailing_arm"], [16]
+    every = args.every or [1] * len(args.variants)
+    if len(every) != len(args.variants):
+        ap.error(f"--every needs one value per --variants entry ({len(args.variants)}), got {len(every)}")
+    store_dir = args.store_dir or args.out_dir
     os.makedirs(args.out_dir, exist_ok=True)
+    os.makedirs(store_dir, exist_ok=True)
+    t0 = time.perf_counter()
     out = args.json or os.path.join(args.out_dir, "job_throughput.json")
     result = {"machine": _machine(), "commit": _git_commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
               "window_s": list(WINDOW), "dt": DT, "jobs": []}
     for model in args.models:
-        for n in args.variants:
-            rec = run_job(model, n, args.out_dir, args.timeout, args.extra)
+        for n, ev in zip(args.variants, every):
+            timeout = args.timeout
+            if args.budget is not None:
+                timeout = min(timeout, args.budget - (time.perf_counter() - t0))
+                if timeout < 20:
+                    result["jobs"].append({"model": model, "variants": n, "error": "not run: budget spent"})
+                    continue
+            rec = run_job(model, n, store_dir, timeout, args.extra, every=ev)
+            if store_dir != args.out_dir:          # keep the lent machine's disk for the next job
+                import glob
+                import shutil
+                for p in glob.glob(os.path.join(store_dir, f"{model}_{n}.*")):   # the store and its overview plot
+                    shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
             result["jobs"].append(rec)
             with open(out, "w") as f:
                 json.dump(result, f, indent=1)

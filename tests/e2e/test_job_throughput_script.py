@@ -13,7 +13,8 @@ from tests.conftest import ROOT
 
 def test_job_throughput_script_in_its_cpu_form(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "job_throughput.py"), "--quick",
-                           "--out-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "--out-dir", str(tmp_path), "--store-dir", str(tmp_path / "stores"), "--every", "2",
+                           "--budget", "560"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     res = json.load(open(tmp_path / "job_throughput.json"))
     assert res["machine"]["cores"] and res["commit"] is not None
@@ -25,3 +26,6 @@ def test_job_throughput_script_in_its_cpu_form(tmp_path):
     assert job["compute_s"] + job["write_wait_s"] <= job["run_s"] * 1.05 + 0.05
     assert job["variant_steps_per_s"] > 0 and job["write_mb_per_s"] > 0
     assert job["command"].startswith("-m sweep ") and "model=toy_trailing_arm" in job["command"]
+    # the GPU form's switches: output.every per size, the stores apart from the figures and removed after each job
+    assert job["output_every"] == 2 and "output.every=2" in job["command"]
+    assert "chunk runner" in job["runner_line"] and os.listdir(tmp_path / "stores") == []
