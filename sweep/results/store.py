@@ -9,14 +9,17 @@ Layout of ``<path>`` (a zarr v2 directory store, filled in place):
   not broadcast it): 1 = compute chunk written completely and checksummed;
 - ``_integrity/digest`` (a zarr sub-group that ``xarray.open_zarr`` does not
   show): per compute chunk, one 64-bit BLAKE2b digest per per-variant array
-  of the bytes *read back* from the store after the chunk was written
-  (``_integrity`` attrs: the array names, chunk size, variants);
+  of the values written (in the array's dtype, C order; computed while the
+  chunk is written, which is what makes the cube's writes cheap enough to
+  keep up with a GPU) (``_integrity`` attrs: the array names, chunk size,
+  variants);
 - the metadata (all arrays, coordinates, attributes) is created and
   consolidated once, atomically (built in ``<path>.init-<host>.<pid>.<id>``
   and renamed), before any compute.
 
-Each finished compute chunk writes its arrays, reads them back and records
-their digests, and only then sets its flag, so
+Each finished compute chunk writes its arrays (concurrently, each array's
+digest taken beside its write) and records their digests, and only then
+sets its flag, so
 
 - a job killed at any moment leaves a store that opens, with every chunk
   whose flag is set complete (unfinished variants read as NaN with
@@ -69,9 +72,19 @@ class StoreError(ModelError):
 
 
 def digest(values) -> int:
-    """64-bit BLAKE2b of an array's bytes (never 0: 0 means 'no digest')."""
-    h = hashlib.blake2b(np.ascontiguousarray(values).tobytes(), digest_size=8).digest()
+    """64-bit BLAKE2b of an array's C-order bytes (never 0: 0 means 'no
+    digest'). Hashes the array's own buffer (no copy; hashlib releases the
+    GIL on it, so digests of several arrays run in parallel threads)."""
+    a = np.ascontiguousarray(values)
+    h = hashlib.blake2b(memoryview(a.reshape(-1).view(np.uint8)) if a.size else b"", digest_size=8).digest()
     return int.from_bytes(h, "little") or 1
+
+
+# threads that write a chunk's arrays and take their digests: compression
+# (Blosc) and BLAKE2b release the GIL, so a chunk's arrays are written in
+# parallel on a many-core host (the cube's writes kept up with neither a GPU
+# nor the generated backend when written one after another and read back)
+WRITE_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 class CubeStore:
@@ -126,14 +139,31 @@ class CubeStore:
             return out
 
     def write_chunk(self, k, start, data: dict):
-        """Write the arrays of compute chunk k (variants start..start+n), read
-        them back, record their digests, then flag the chunk done."""
-        n = None
-        for name, arr in data.items():
-            self.group[name][start:start + arr.shape[0]] = arr
-            n = arr.shape[0]
+        """Write the arrays of compute chunk k (variants start..start+n) and
+        record their digests (of the values written, in the store's dtypes),
+        then flag the chunk done; a failed write raises before any flag."""
+        from concurrent.futures import ThreadPoolExecutor
+        n = next(np.shape(v)[0] for v in data.values() if np.ndim(v))      # variants of this chunk
+        arrays = {name: self.group[name] for name in data}
+        values = {}
+        for name, arr in data.items():      # as the store holds them: its dtype, the region's shape
+            z = arrays[name]
+            values[name] = np.ascontiguousarray(np.broadcast_to(np.asarray(arr, dtype=z.dtype),
+                                                                (n, *z.shape[1:])))
+
+        def put(name):
+            arrays[name][start:start + n] = values[name]
+
+        def digest_of(name):      # an array of the cube not in this chunk's data: what the store holds
+            return digest(values[name]) if name in values else digest(self.group[name][start:start + n])
+        names = self.arrays if self._integrity is not None else []
+        with ThreadPoolExecutor(min(WRITE_THREADS, len(data) + len(names))) as ex:
+            writes = [ex.submit(put, name) for name in sorted(data, key=lambda m: -values[m].nbytes)]
+            digests = [ex.submit(digest_of, name) for name in names]
+            for f in writes:
+                f.result()                  # a failed write raises here, before any flag
+            row = np.array([f.result() for f in digests], np.uint64)
         if self._integrity is not None:
-            row = np.array([digest(self.group[name][start:start + n]) for name in self.arrays], np.uint64)
             self._integrity[k] = row
         self.group["chunk_done"][k] = 1
 
@@ -311,7 +341,7 @@ def create_store(path, spec, attrs, identity, chunk=None):
         dg = integ.create_array("digest", shape=(n_chunks, len(per_variant)), dtype="u8",
                                 chunks=(1, len(per_variant)), fill_value=0)
         dg.attrs.update({"arrays": per_variant, "chunk": int(chunk), "n_variants": int(n),
-                         "algorithm": "blake2b-64 of the C-order bytes read back from the store"})
+                         "algorithm": "blake2b-64 of the C-order bytes of the values written"})
         g.attrs.update(attrs)
         g.attrs["job_identity"] = identity
         # coordinates, not data variables (ds.where does not broadcast them)

@@ -123,3 +123,33 @@ def test_a_chunk_to_recompute_is_marked_not_run_first(tmp_path):
     np.testing.assert_array_equal(ds.status.values, [OK, OK, NOT_RUN, NOT_RUN])
     np.testing.assert_array_equal(ds.chunk_done.values, [1, 0])
     np.testing.assert_array_equal(ds.toe.values[:2], values[:2])
+
+
+def test_digests_taken_while_writing_match_what_the_store_reads_back(tmp_path):
+    """The digests are taken from the values as handed over (cast to the
+    store's dtypes, a broadcast value widened, an array of the cube missing
+    from a chunk's data read from the store), concurrently with the writes;
+    oracle: the digest of each region read back from the store afterwards,
+    and a chunk file altered afterwards is found by the same check."""
+    path = tmp_path / "d.zarr"
+    spec = {"__coords__": {"variant": (np.arange(N), {}), "time": (np.arange(T) * 0.1, {"units": "s"})},
+            "toe": (("variant", "time"), (N, T), "f8", (CHUNK, T), np.nan, {"units": "rad"}),
+            "camber": (("variant", "time"), (N, T), "f4", (CHUNK, T), np.nan, {"units": "rad"}),
+            "iterations": (("variant",), (N,), "i4", (CHUNK,), 0, {}),
+            "status": (("variant",), (N,), "i1", (CHUNK,), NOT_RUN, {})}
+    store, _ = cube_store.create_store(str(path), spec, {"model": "toy"}, "identity", chunk=CHUNK)
+    rng = np.random.default_rng(1)
+    store.write_chunk(0, 0, {"toe": rng.normal(size=(CHUNK, T)),          # float64
+                             "camber": rng.normal(size=(CHUNK, T)),       # float64 into float32
+                             "iterations": np.array([3.0, 4.0]),          # floats into int32
+                             "status": np.int8(OK)})                      # one value for the chunk
+    store.write_chunk(1, CHUNK, {"toe": rng.normal(size=(CHUNK, T)), "status": np.full(CHUNK, OK, "i1")})
+    want = np.asarray(store._integrity[:])
+    for k in range(N // CHUNK):
+        a, b = store.region(k)
+        got = [cube_store.digest(store.group[name][a:b]) for name in store.arrays]
+        assert got == [int(w) for w in want[k]]                           # camber, iterations of chunk 1: fill values
+        assert store.check_chunk(k) == []
+    assert list(store.group["status"][:]) == [OK] * N
+    store.group["camber"][0:CHUNK] = np.zeros((CHUNK, T), "f4")          # altered after the write
+    assert store.check_chunk(0) == ["camber does not match its checksum"] and store.check_chunk(1) == []
