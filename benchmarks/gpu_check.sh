@@ -16,6 +16,8 @@
 #      throughput at batch 1 64 256 1024 4096, block and dense
 #   c. pytest, the fast tier of tests/kernels
 #   d. (time permitting) benchmarks/sweep_throughput.py, the engine's chunk runner
+# BENCH_COMMIT=<commit>: the commit the figures are recorded with (a lent
+# device's copy of the tree may carry the .git of an older commit).
 # Switches: SKIP_ENV=1 (no step a), SKIP_TESTS=1 (no steps c and d),
 # DRIVER=job: step b runs benchmarks/job_throughput.py (the whole job as a
 # user runs it, 4096 variants with every step written and 65,536 with every

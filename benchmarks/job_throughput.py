@@ -46,6 +46,8 @@ PATTERNS = {
 
 
 def _git_commit():
+    if os.environ.get("BENCH_COMMIT"):      # a copy of the tree whose .git is not the tree's (a lent device)
+        return os.environ["BENCH_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                               text=True, timeout=10).stdout.strip() or None
@@ -60,7 +62,14 @@ def _machine():
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0]}
+    gpu = None
+    try:        # the accelerator, where there is one (the jobs run on it: JAX's default backend)
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        gpu = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "gpu": gpu}
 
 
 def _size_on_disk(path):
@@ -92,7 +101,7 @@ def run_job(model, n, out_dir, timeout, extra=(), every=1):
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        rec.update(error=f"timed out after {timeout} s")
+        rec.update(error=f"timed out after {timeout:.0f} s")
         return rec
     rec["wall_s"] = round(time.perf_counter() - tic, 2)
     text = proc.stdout + proc.stderr

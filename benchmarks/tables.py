@@ -24,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 from typing import Callable
 
@@ -184,6 +185,33 @@ def job_throughput(res):
     return "\n".join(L)
 
 
+def job_throughput_gpu(res):
+    """The whole job on a lent GPU (benchmarks/job_throughput.py run by
+    ``DRIVER=job bash benchmarks/gpu_check.sh``, job_throughput_gpu.json)."""
+    L = ["| axle | variants | steps written | run [s] | variant-steps/s | chunks computing [s] (variant-steps/s) | "
+         "writer thread [s] (MB/s) | cube [GB] | compile [s] | peak device memory [GiB] | status |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for j in res["jobs"]:
+        name = AXLE_NAMES.get(j["model"], j["model"])
+        every = j.get("output_every", 1)
+        written = "every" if every == 1 else f"every {every}th"
+        if "error" in j:
+            err = re.sub(r"(\d+\.\d+)", lambda m: f"{float(m.group(1)):.0f}", j["error"])
+            L.append(f"| {name} | {j['variants']:,} | {written} | - | - | - | - | - | - | - | {err} |")
+            continue
+        L.append(f"| {name} | {j['variants']:,} | {written} | {j['run_s']:.2f} | **{j['variant_steps_per_s']:,}** | "
+                 f"{j['compute_s']:.2f} ({j['compute_variant_steps_per_s']:,}) | {j['write_s']:.2f} "
+                 f"({j['write_mb_per_s']:.0f}) | {j['cube_mb'] / 1e3:.2f} | {j['compile_s']:.1f} | "
+                 f"{j['device_peak_gib']:.2f} | {j['status']} |")
+    m = res["machine"]
+    L.append("")
+    L.append(f"(DRIVER=job bash benchmarks/gpu_check.sh; the longitudinal step over {res['window_s'][0]}-"
+             f"{res['window_s'][1]} s, h = {res['dt'] * 1e3:g} ms, XLA on the GPU, chunks chosen by the job; "
+             f"{res['date']}, commit {res['commit']}; {m.get('gpu') or 'no GPU recorded'}, host {m['cpu']}, "
+             f"{m['cores']} cores; compile: each job's own programs on a machine started bare)")
+    return "\n".join(L)
+
+
 @dataclasses.dataclass(frozen=True)
 class Block:
     render: Callable       # the results (one JSON, or a list of JSONs) -> markdown
@@ -205,6 +233,8 @@ BLOCKS = {
     "nmse_pothole": Block(nmse_pothole, ("work_precision_pothole.json",), ("docs/validation.md",)),
     "road_jobs": Block(road_jobs_table, ("road_jobs.json",), ("docs/load_cases.md",)),
     "job_throughput": Block(job_throughput, ("job_throughput.json",), ("docs/performance.md",)),
+    "job_throughput_gpu": Block(job_throughput_gpu, ("job_throughput_gpu.json",),
+                                ("docs/performance.md", "BENCHMARKS.md")),
 }
 
 
