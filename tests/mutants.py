@@ -475,6 +475,12 @@ MUTANTS = [
              "        d = max([self.p.depth(a) for a in items if not isinstance(a, float)] + [0])",
              "        d = len(self.p.loops)")],
            ["tests/sweep/codegen/test_codegen.py::test_a_loop_invariant_table_is_stored_once_not_every_step"]),
+    Mutant("store_digest_uncast", "cube store: a chunk's digest taken from the values as handed over, "
+           "not as the store holds them (float64 into a float32 variable)",
+           [("sweep/results/store.py", "np.broadcast_to(np.asarray(arr, dtype=z.dtype),",
+             "np.broadcast_to(np.asarray(arr),")],
+           ["tests/sweep/results/test_store_heal.py::"
+            "test_digests_taken_while_writing_match_what_the_store_reads_back"]),
     Mutant("auto_ignores_built_code", "integrator.backend=auto: a short job never uses the generated "
            "code an earlier run built",
            [("sweep/codegen/runner.py", "        if built is not None and built():",
