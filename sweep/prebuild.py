@@ -106,9 +106,15 @@ def _spawn(config_yaml, record):
     except OSError:
         pass
     # the job's environment: the generated code's cache is where the job looks for it
+    # (and the job's cache directory: its config holds no cache section)
+    from sweep.core.runtime import CACHE_ENV, configured_cache_dir, configured_cache_setting
+    env = dict(os.environ)
+    if configured_cache_setting():
+        env[CACHE_ENV] = configured_cache_dir()
     with open(logfile, "a") as out:
         proc = subprocess.Popen([sys.executable, "-m", "sweep.prebuild", path, record], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd())
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd(),
+                                env=env)
     log.info(f"integrator.backend=auto: building the generated C of this structure in the background, at low "
              f"priority (log: {logfile}); the next run of it - with changed loads, rates, masses or hardpoints "
              "too - runs on that code")

@@ -115,10 +115,20 @@ def compiler():
 
 
 def cache_dir(cfg=None):
-    """``generated/`` beside the JAX compilation cache (:func:`sweep.core.runtime.cache_dir`);
-    with the cache off, a folder of this process that is removed at exit."""
+    """``generated/`` beside the JAX compilation cache directory: the one
+    the process was set up with (:func:`sweep.core.runtime.setup`:
+    ``cache.dir``, else ``$AXLE_JAX_CACHE_DIR``, else
+    ``~/.cache/axle-sweep/jax``), ``cfg``'s where given. The libraries are
+    keyed on the structure and the package source, so ``cache.enabled=false``
+    (JAX's cache and the trace cache off) leaves them in use; without a
+    cache directory at all, a folder of this process removed at exit."""
     from sweep.core.runtime import cache_dir as jax_cache
-    base = jax_cache(cfg)
+    from sweep.core.runtime import configured_cache_dir
+    if cfg is not None:
+        c = cfg.get("cache") or {}
+        base = jax_cache({"cache": {**c, "enabled": True}})
+    else:
+        base = configured_cache_dir()
     if base is None:
         global _TMP
         if _TMP is None:

@@ -165,6 +165,25 @@ def cache_dir(cfg=None):
         c.get("dir") or os.environ.get(CACHE_ENV) or os.path.join(base, "axle-sweep", "jax")))
 
 
+# the ``cache.dir`` this process was set up with (:func:`setup`), the switch
+# aside: where the generated C's libraries live (``generated/`` beside it,
+# sweep.codegen.build.cache_dir) and what a background build of this
+# process is told (sweep.prebuild)
+_CONFIGURED = {"dir": None}
+
+
+def configured_cache_dir():
+    """The cache directory of :func:`setup`'s config whether or not
+    ``cache.enabled`` switched the cache on: its ``cache.dir``, else
+    ``$AXLE_JAX_CACHE_DIR``, else the default (both read now)."""
+    return cache_dir({"cache": {"enabled": True, "dir": _CONFIGURED["dir"]}})
+
+
+def configured_cache_setting():
+    """``cache.dir`` of :func:`setup`'s config, or None (not set, or no setup)."""
+    return _CONFIGURED["dir"]
+
+
 def cache_in_use():
     """Whether this process keeps compiled programs on disk (:func:`setup`
     switched JAX's persistent compilation cache on; ``cache.enabled=false``
@@ -181,6 +200,8 @@ def setup(cfg=None):
     import kernels  # noqa: F401  (float64)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     ensure_console_logging()
+    c = (cfg.get("cache") if cfg is not None else None) or {}
+    _CONFIGURED["dir"] = c.get("dir") or None
     path = cache_dir(cfg)
     if path:
         try:

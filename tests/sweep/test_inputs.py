@@ -266,6 +266,42 @@ def test_cache_directory(monkeypatch, tmp_path):
     assert cache_dir(OmegaConf.create({"cache": {"enabled": False, "dir": None}})) is None
 
 
+def test_the_generated_code_follows_the_cache_directory_of_the_job(monkeypatch, tmp_path):
+    """``cache.dir`` places the generated C's libraries too (``generated/``
+    beside it), also with ``cache.enabled=false``, and a background build
+    started by the job is told that directory (its config has no cache
+    section); without ``cache.dir``, ``$AXLE_JAX_CACHE_DIR`` as read now."""
+    import jax
+    from omegaconf import OmegaConf
+
+    from sweep import prebuild
+    from sweep.codegen import build
+    from sweep.core import runtime
+    monkeypatch.setattr(runtime, "_CONFIGURED", {"dir": None})
+    monkeypatch.setenv(runtime.CACHE_ENV, str(tmp_path / "env" / "jax"))
+    old = jax.config.jax_compilation_cache_dir
+    try:
+        assert build.cache_dir() == str(tmp_path / "env" / "generated")
+        for enabled in (False, True):
+            jax.config.update("jax_compilation_cache_dir", None)
+            runtime.setup(OmegaConf.create({"cache": {"enabled": enabled, "dir": str(tmp_path / "mine" / "jax")}}))
+            assert build.cache_dir() == str(tmp_path / "mine" / "generated")
+            assert bool(jax.config.jax_compilation_cache_dir) == enabled
+        seen = {}
+
+        class Popen:
+            def __init__(self, args, env=None, **kw):
+                seen.update(args=args, env=env)
+        monkeypatch.setattr(prebuild.subprocess, "Popen", Popen)
+        record = os.path.join(build.cache_dir(), "record")
+        assert prebuild.spawn("model: {}\n", record) is not None
+        assert seen["env"][runtime.CACHE_ENV] == str(tmp_path / "mine" / "jax")
+        runtime.setup(OmegaConf.create({"cache": {"enabled": True, "dir": None}}))
+        assert build.cache_dir() == str(tmp_path / "env" / "generated")
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old)
+
+
 def test_durations_without_float_noise():
     from sweep.core.config import ConfigError, duration, fmt
     from sweep.study.loadcase import sample_grid
