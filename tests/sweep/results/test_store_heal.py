@@ -5,7 +5,6 @@ garbled or altered metadata file and says whether a rerun repairs it; a
 chunk about to be recomputed is marked not run (status and flag). Oracle:
 the data written before the damage, read back bit for bit."""
 import json
-import os
 
 import numpy as np
 import pytest
