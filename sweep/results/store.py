@@ -9,10 +9,9 @@ Layout of ``<path>`` (a zarr v2 directory store, filled in place):
   not broadcast it): 1 = compute chunk written completely and checksummed;
 - ``_integrity/digest`` (a zarr sub-group that ``xarray.open_zarr`` does not
   show): per compute chunk, one 64-bit BLAKE2b digest per per-variant array
-  of the values written (in the array's dtype, C order; computed while the
-  chunk is written, which is what makes the cube's writes cheap enough to
-  keep up with a GPU) (``_integrity`` attrs: the array names, chunk size,
-  variants);
+  of the values written (in the array's dtype, C order; taken beside the
+  writes, so a chunk is not read back while the job runs) (``_integrity``
+  attrs: the array names, chunk size, variants);
 - the metadata (all arrays, coordinates, attributes) is created and
   consolidated once, atomically (built in ``<path>.init-<host>.<pid>.<id>``
   and renamed), before any compute.
@@ -82,8 +81,7 @@ def digest(values) -> int:
 
 # threads that write a chunk's arrays and take their digests: compression
 # (Blosc) and BLAKE2b release the GIL, so a chunk's arrays are written in
-# parallel on a many-core host (the cube's writes kept up with neither a GPU
-# nor the generated backend when written one after another and read back)
+# parallel on a many-core host, beside the next chunk's computing
 WRITE_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
