@@ -19,9 +19,11 @@ commands and the commit) go to ``--json`` after every job, so a run cut
 short keeps what it measured.
 """
 import argparse
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -95,7 +97,6 @@ def run_job(model, n, out_dir, timeout, extra=(), every=1):
            f"output.every={every}", f"output.path={path}", "output.overwrite=true", "sweep.progress=false", *extra]
     rec = {"model": model, "variants": n, "output_every": every, "command": " ".join(cmd[1:])}
     if os.path.exists(path):            # a fresh store: a complete one of the same job would be reused
-        import shutil
         shutil.rmtree(path)
     tic = time.perf_counter()
     try:
@@ -171,10 +172,11 @@ def main(argv=None):
                     continue
             rec = run_job(model, n, store_dir, timeout, args.extra, every=ev)
             if store_dir != args.out_dir:          # keep the lent machine's disk for the next job
-                import glob
-                import shutil
                 for p in glob.glob(os.path.join(store_dir, f"{model}_{n}.*")):   # the store and its overview plot
-                    shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
+                    if os.path.isdir(p):
+                        shutil.rmtree(p)
+                    else:
+                        os.remove(p)
             result["jobs"].append(rec)
             with open(out, "w") as f:
                 json.dump(result, f, indent=1)

@@ -107,10 +107,8 @@ def _spawn(config_yaml, record):
         pass
     # the job's environment: the generated code's cache is where the job looks for it
     # (and the job's cache directory: its config holds no cache section)
-    from sweep.core.runtime import CACHE_ENV, configured_cache_dir, configured_cache_setting
-    env = dict(os.environ)
-    if configured_cache_setting():
-        env[CACHE_ENV] = configured_cache_dir()
+    from sweep.core.runtime import CACHE_ENV, configured_cache_dir
+    env = dict(os.environ, **{CACHE_ENV: configured_cache_dir()})
     with open(logfile, "a") as out:
         proc = subprocess.Popen([sys.executable, "-m", "sweep.prebuild", path, record], stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd(),

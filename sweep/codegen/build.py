@@ -114,32 +114,17 @@ def compiler():
     return None
 
 
-def cache_dir(cfg=None):
-    """``generated/`` beside the JAX compilation cache directory: the one
-    the process was set up with (:func:`sweep.core.runtime.setup`:
+def cache_dir():
+    """``generated/`` beside the JAX compilation cache directory the process
+    was set up with (:func:`sweep.core.runtime.configured_cache_dir`:
     ``cache.dir``, else ``$AXLE_JAX_CACHE_DIR``, else
-    ``~/.cache/axle-sweep/jax``), ``cfg``'s where given. The libraries are
-    keyed on the structure and the package source, so ``cache.enabled=false``
-    (JAX's cache and the trace cache off) leaves them in use; without a
-    cache directory at all, a folder of this process removed at exit."""
-    from sweep.core.runtime import cache_dir as jax_cache
+    ``~/.cache/axle-sweep/jax``). The libraries are keyed on the structure
+    and the package source, so ``cache.enabled=false`` (JAX's cache and the
+    trace cache off) leaves them in use."""
     from sweep.core.runtime import configured_cache_dir
-    if cfg is not None:
-        c = cfg.get("cache") or {}
-        base = jax_cache({"cache": {**c, "enabled": True}})
-    else:
-        base = configured_cache_dir()
-    if base is None:
-        global _TMP
-        if _TMP is None:
-            _TMP = tempfile.TemporaryDirectory(prefix="axle-generated-")
-        return _TMP.name
-    d = os.path.join(os.path.dirname(base), "generated")
+    d = os.path.join(os.path.dirname(configured_cache_dir()), "generated")
     os.makedirs(d, exist_ok=True)
     return d
-
-
-_TMP = None
 
 
 def _compiler_id(cc):

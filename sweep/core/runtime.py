@@ -158,11 +158,14 @@ def cache_dir(cfg=None):
     else ``$AXLE_JAX_CACHE_DIR``, else ``$XDG_CACHE_HOME/axle-sweep/jax``
     (``~/.cache/axle-sweep/jax``)."""
     c = (cfg.get("cache") if cfg is not None else None) or {}
-    if not c.get("enabled", True):
-        return None
+    return _cache_location(c.get("dir")) if c.get("enabled", True) else None
+
+
+def _cache_location(setting):
+    """``setting`` (a ``cache.dir``), else ``$AXLE_JAX_CACHE_DIR``, else the default, absolute."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.abspath(os.path.expanduser(
-        c.get("dir") or os.environ.get(CACHE_ENV) or os.path.join(base, "axle-sweep", "jax")))
+        setting or os.environ.get(CACHE_ENV) or os.path.join(base, "axle-sweep", "jax")))
 
 
 # the ``cache.dir`` this process was set up with (:func:`setup`), the switch
@@ -176,12 +179,7 @@ def configured_cache_dir():
     """The cache directory of :func:`setup`'s config whether or not
     ``cache.enabled`` switched the cache on: its ``cache.dir``, else
     ``$AXLE_JAX_CACHE_DIR``, else the default (both read now)."""
-    return cache_dir({"cache": {"enabled": True, "dir": _CONFIGURED["dir"]}})
-
-
-def configured_cache_setting():
-    """``cache.dir`` of :func:`setup`'s config, or None (not set, or no setup)."""
-    return _CONFIGURED["dir"]
+    return _cache_location(_CONFIGURED["dir"])
 
 
 def cache_in_use():
