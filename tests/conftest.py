@@ -29,25 +29,31 @@ import tempfile
 # a dense solve). Set before NumPy / SciPy load their OpenBLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# Every test run compiles XLA's CPU code at LLVM optimisation level 0: the
-# suite is dominated by compiling many programs once each, and level 0
-# compiles them in about half the time (the fast tier 5:27 -> under 5 min on
-# 2 cores; the double wishbone's K&C finite-difference file 215 -> 145 CPU-s).
-# The floating-point semantics are LLVM's at every level (no fast-math), so
-# results are those of the optimised build; the jobs users run keep the
-# default. Read by XLA when its CPU client starts, after this hook; inherited
-# by the xdist workers and the job subprocesses. An XLA_FLAGS that sets the
-# level itself is left as it is (XLA_FLAGS=--xla_backend_optimization_level=3
+# Every test run compiles XLA's CPU code at LLVM optimisation level 0 and
+# with XLA's older elemental emitter for fusions instead of its MLIR fusion
+# emitters: the suite is dominated by compiling many programs once each.
+# Level 0 compiles them in about half the time (the fast tier 5:27 -> under
+# 5 min on 2 cores; the double wishbone's K&C finite-difference file 215 ->
+# 145 CPU-s); the elemental emitter takes another 40 % off a compile (the toy
+# axle's static equilibrium by blocks: 5.9 -> 3.4 s; BENCHMARKS.md, "The
+# suite's compiles"). The floating-point semantics are LLVM's either way (no
+# fast-math), so results are those of the optimised build; the jobs users
+# run keep XLA's defaults. Read by XLA when its CPU client starts, after this
+# hook; inherited by the xdist workers and the job subprocesses. An
+# XLA_FLAGS that sets either flag itself is left as it is for that flag
+# (XLA_FLAGS="--xla_backend_optimization_level=3 --xla_cpu_use_fusion_emitters=true"
 # runs the suite with XLA's default code).
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0"
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def pytest_configure(config):
     if "AXLE_TEST_RSS_LOG" not in os.environ:     # the xdist workers inherit it (RSS_ENV below)
         os.environ["AXLE_TEST_RSS_LOG"] = tempfile.mkdtemp(prefix="axle-test-rss-")
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_optimization_level" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} {TEST_XLA_FLAGS}".strip()
+    for flag in TEST_XLA_FLAGS.split():
+        if flag.partition("=")[0] not in flags:
+            flags = f"{flags} {flag}".strip()
+    os.environ["XLA_FLAGS"] = flags
 
 
 import numpy as np  # noqa: E402

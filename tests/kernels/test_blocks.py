@@ -155,34 +155,42 @@ def test_pivoted_inverse_of_blocks_with_zero_diagonal():
 
 def test_static_newton_by_blocks_equals_dense_lu():
     """The static equilibrium's Newton steps by the block LU of the body graph
-    (kernels.statics.newton_increment, the default) equal dense partially
-    pivoted LU (the oracle): increments that solve the dense system from the
-    design position as well as dense LU does, and the same root and
-    iteration count, on the toy axle (every shipped axle: the slow tier's
-    job tests, which start from these equilibria)."""
+    (kernels.statics.newton_increment, the generated backend's choice) equal
+    dense partially pivoted LU (the oracle, the default): the same root and
+    iteration count on the toy axle (every shipped axle: the slow tier's job
+    tests, which start from these equilibria). The dense equilibrium is
+    ``kernels.statics.equilibrium`` itself, the program the toy-axle case
+    above compiled (the loads are an argument)."""
+    import functools
     from kernels import statics
     from sweep.axle.builder import load_model_file, model_from_config
     u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
-    from kernels.dynamics import linearise
     model = model_from_config(load_model_file("configs/model/toy_trailing_arm.yaml"))
-
-    @jax.jit
-    def both(m):
-        eqs = {s: statics.static_equilibrium(m, u, solver=s) for s in ("dense", "block")}
-        # from the design position: the block increment solves the dense
-        # system as well as dense LU does (backward error; the increments
-        # themselves differ in the stiff system's near-null directions, e.g.
-        # a wheel's spin, by its condition number times round-off)
-        lin = linearise(m, m.r_design, jnp.zeros_like(m.r_design), u)
-        back = {}
-        for s in ("dense", "block"):
-            dr = statics.newton_increment(m, m.r_design, u, s)[0].reshape(-1)
-            back[s] = jnp.linalg.norm(lin.J_r @ dr + lin.q) / jnp.linalg.norm(lin.q)
-        return eqs, back
-    eqs, back = both(model)
-    dense, block = eqs["dense"], eqs["block"]
+    dense = statics.equilibrium(model, u)
+    block = jax.jit(functools.partial(statics.static_equilibrium, solver="block"))(model, u)
     assert bool(dense.converged) and bool(block.converged)
     assert int(dense.iterations) == int(block.iterations)
     np.testing.assert_allclose(block.r, dense.r, rtol=0, atol=1e-12)
-    backward = {k: float(v) for k, v in back.items()}
-    assert backward["block"] < max(1e-10, 100 * backward["dense"]), backward
+
+
+def test_block_newton_increment_solves_the_dense_system_as_well_as_dense_lu():
+    """From the design position the block increment solves the dense system
+    J_r dr = -q as well as dense LU does (backward error; the increments
+    themselves differ in the stiff system's near-null directions, e.g. a
+    wheel's spin, by its condition number times round-off)."""
+    from kernels import statics
+    from kernels.dynamics import linearise
+    from sweep.axle.builder import load_model_file, model_from_config
+    u = jnp.zeros((2, 6)).at[:, 2].set(5000.0)
+    model = model_from_config(load_model_file("configs/model/toy_trailing_arm.yaml"))
+
+    @jax.jit
+    def backward(m):
+        lin = linearise(m, m.r_design, jnp.zeros_like(m.r_design), u)
+        out = {}
+        for s in ("dense", "block"):
+            dr = statics.newton_increment(m, m.r_design, u, s)[0].reshape(-1)
+            out[s] = jnp.linalg.norm(lin.J_r @ dr + lin.q) / jnp.linalg.norm(lin.q)
+        return out
+    err = {k: float(v) for k, v in backward(model).items()}
+    assert err["block"] < max(1e-10, 100 * err["dense"]), err

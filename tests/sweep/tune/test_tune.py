@@ -13,7 +13,7 @@ import os
 import pytest
 
 import kernels  # noqa: F401  (float64)
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TEST_XLA_FLAGS
 
 
 def tune_cfg(*over):
@@ -86,7 +86,7 @@ TIME_METRICS = ["peak_bushing_force", "settling_displacement"]
 # notebook's kernel get the same ones (the job would otherwise set its device
 # count, the kernel none), so that the notebook loads the optimiser step
 # compiled by the recovery run (a 3-minute compilation on 2 cores)
-SHARED_XLA_FLAGS = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"   # as tests/conftest.py
+SHARED_XLA_FLAGS = "--xla_force_host_platform_device_count=1 " + TEST_XLA_FLAGS
 
 
 # --------------------------------------------------------------------------- constraints (side-effect bounds)
