@@ -312,9 +312,13 @@ LONGEST_FIRST = ["test_tune_jobs.py",              # 653: recovery run (trace + 
                  "test_validation.py", "test_twist_beam_axle.py", "test_exudyn.py", "test_lsrt2_gradient.py",
                  "test_kc_jobs.py", "test_reproduce_two_devices.py", "test_channel_job.py", "test_blocks_axles.py",
                  "test_reproduce.py", "test_diagnosis_jobs.py", "test_hardpoint_gradients.py",
-                 # the fast tier
-                 "test_kc.py", "test_codegen.py", "test_dynamics.py", "test_blocks.py",
-                 "test_inputs.py", "test_sweep.py", "test_state_events.py"]
+                 # the fast tier (worker seconds of a fresh-cache run on a slow day, 2026-11-30)
+                 "test_blocks.py",         # 58
+                 "test_inputs.py",         # 44
+                 "test_kc.py",             # 38
+                 "test_group_input.py", "test_dynamics.py", "test_frf.py", "test_road.py",   # 28 - 23
+                 "test_state_events.py", "test_flexible.py", "test_sweep.py",
+                 "test_diagnose.py", "test_lsrt2.py", "test_codegen.py"]
 
 
 @pytest.hookimpl(tryfirst=True)       # before the -m selection of pytest's mark plugin

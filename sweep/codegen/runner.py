@@ -63,7 +63,8 @@ def choose(backend, jittable, platform=None, variant_steps=None, built=None):
 
     ``why``: "chosen" (the config's own choice), "pinned", "not traced",
     "accelerator", "no compiler", "large", "built" (a short job on code
-    already built) or "short" (a short job on XLA, whose generated code is
+    already built) or "short" (a short job on XLA, compiled for a quick
+    start: :data:`sweep.engine.stream.QUICK_START`; its generated code is
     not built yet: :mod:`sweep.prebuild` builds it after the job)."""
     from sweep.codegen.build import BuildError
     from sweep.codegen.build import compiler as find_compiler
@@ -101,8 +102,9 @@ def choose(backend, jittable, platform=None, variant_steps=None, built=None):
                      "run time)")
             return "generated", "built"
         log.info(f"integrator.backend=auto: a short job ({variant_steps:,} variant-steps < "
-                 f"{GENERATED_MIN_VARIANT_STEPS:,}) runs on XLA, whose compiled program a rerun with "
-                 "changed values reuses (integrator.backend=generated builds the C for it)")
+                 f"{GENERATED_MIN_VARIANT_STEPS:,}) runs on XLA, compiled for a quick start (optimisation "
+                 "level 0), whose compiled program a rerun with changed values reuses "
+                 "(integrator.backend=xla compiles it optimised, integrator.backend=generated builds the C)")
         return "xla", "short"
     return "generated", "large"
 

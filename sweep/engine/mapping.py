@@ -238,7 +238,8 @@ class StagedRunner:
     sharded fixed-step integration alone runs; the first stage is cheap (a
     few Newton iterations against thousands of steps).
 
-    Used like a jitted function: ``runner.lower(thetas).compile()(thetas)``."""
+    Used like a jitted function: ``runner.lower(thetas).compile()(thetas)``
+    (``compile(compiler_options)``: XLA's options for both stages)."""
 
     def __init__(self, first, second, n_dev, micro_batch=None):
         self.n_dev = n_dev
@@ -253,11 +254,11 @@ class _Lowered:
     def __init__(self, runner, thetas):
         self.runner, self.thetas = runner, thetas
 
-    def compile(self):
+    def compile(self, compiler_options=None):
         r = self.runner
         dev0 = jax.devices()[0]
         t0 = jax.device_put(self.thetas, dev0)
-        first = r.first.lower(t0).compile()
+        first = r.first.lower(t0).compile(compiler_options)
         if isinstance(r, HostRunner):
             def run_host(thetas, m=None):
                 # the padding rows past m are not run (a host solve is expensive)
@@ -270,7 +271,7 @@ class _Lowered:
         from jax.sharding import NamedSharding, PartitionSpec
         sharding = NamedSharding(mesh(r.n_dev), PartitionSpec("variant"))
         spec = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)  # noqa: E731
-        second = r.second.lower((spec(self.thetas), jax.tree_util.tree_map(spec, carry))).compile()
+        second = r.second.lower((spec(self.thetas), jax.tree_util.tree_map(spec, carry))).compile(compiler_options)
 
         def run(thetas):
             c = first(jax.device_put(thetas, dev0))

@@ -125,7 +125,8 @@ class Programs:
         host = getattr(runner.fn, "host", False)
         shapes = jax.tree_util.tree_map(lambda a: (np.shape(a), str(np.asarray(a).dtype)), runner.example)
         return (runner.key, int(n_dev), str(runner.device), repr(shapes),
-                getattr(runner.fn, "values_key", None) if host else None)
+                repr(getattr(runner, "compile_options", None)),
+                getattr(runner.fn, "values_key", None) if host else None)     # last: put() reads it
 
     def get(self, key):
         if key is None or key not in self._kept:
@@ -155,6 +156,18 @@ def _holds_values(runner):
                 and getattr(fn, "fold", None) is None)
 
 
+# XLA compiler options of a short job's program (a job that runs for a few
+# seconds; sweep.codegen.runner.choose): LLVM optimisation level 0 and XLA's
+# elemental emitter for fusions instead of its MLIR fusion emitters - a
+# shorter compile for a slower run, which pays where compiling is most of
+# the job (BENCHMARKS.md, "The suite's compiles, and a short job compiled
+# for a quick start"). The floating-point semantics are the same (no
+# fast-math): the results are the optimised program's to round-off. Part
+# of the compilation cache's key: a rerun of the short job loads this
+# program, a long job compiles its own.
+QUICK_START = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+
 def compile_runner(ctx, runner, n_dev, programs=None):
     """Compile a chunk runner (:class:`sweep.kinds.base.Runner`) once for the
     padded chunk shape (logging "compiling <what> ..." first; a SIGINT /
@@ -180,7 +193,7 @@ def compile_runner(ctx, runner, n_dev, programs=None):
             compiled = runner.fn.lower(as_arrays(thetas), key=runner.key if n_dev == 1 else None).compile()
             return compiled, bool(getattr(runner.fn, "info", {}).get("trace_skipped"))
         fn, loaded = tracecache.traced(runner.fn, (as_arrays(thetas),), runner.key if n_dev == 1 else None)
-        return fn.lower(place(thetas)).compile(), loaded
+        return fn.lower(place(thetas)).compile(getattr(runner, "compile_options", None)), loaded
     memo = Programs.key(runner, n_dev) if programs is not None else None
     kept = programs.get(memo) if programs is not None else None
     if kept is not None:

@@ -70,13 +70,16 @@ class Runner:
     this one device; ``values``: the run-time values vector
     (:class:`sweep.engine.values.Lifted`) appended to every parameter row
     before the runner sees it (``example`` is then the rows' shape), None
-    for a runner that takes the parameter rows alone."""
+    for a runner that takes the parameter rows alone; ``compile_options``:
+    XLA compiler options of its program (None: XLA's defaults; e.g.
+    :data:`sweep.engine.stream.QUICK_START`)."""
     fn: Any
     example: np.ndarray
     what: str
     key: Any = None
     device: Any = None
     values: Any = None
+    compile_options: Any = None
 
 
 class JobKind:

@@ -330,6 +330,7 @@ class Case:
     limits: Any = None          # kernels.kc.StaticLimits of the static state (config `checks`)
     loadcase_name: str = ""
     prebuild: str = ""          # a short job on XLA: the cache record of its generated code, built after it (sweep.prebuild)
+    quick: bool = False         # a short job on XLA: compiled for a quick start (sweep.engine.stream.QUICK_START)
 
     def __post_init__(self):
         if isinstance(self.method, str):
@@ -449,7 +450,7 @@ class TimeResponse(JobKind):
         from sweep.codegen.build import record_built
         from sweep.codegen.runner import choose, library_record
 
-        def make_plan(backend, prebuild=""):
+        def make_plan(backend, prebuild="", quick=False):
             # the generated backend spreads a chunk over the cores by threads: one device
             shard, nsh, n_dev, C = mapping.chunking(
                 sw, len(X), layout.output_bytes(channels, shapes, n_samples), model.topology.n_dof,
@@ -459,7 +460,8 @@ class TimeResponse(JobKind):
             case = self.finish_case(
                 Case(exc=exc, t0=t0, dt=dt, n_samples=n_samples, every=every, relin=relin, solver=solver,
                      bidx=tuple(bidx), method=method, tolerance=tolerance, backend=backend,
-                     limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name), prebuild=prebuild), cfg)
+                     limits=static_limits(cfg), loadcase_name=str(cfg.loadcase.name), prebuild=prebuild,
+                     quick=quick), cfg)
             tc = min(n_samples, max(1, layout.ZARR_CHUNK_BYTES // (C * 6 * 8)))
             coords = {
                 "variant": (np.arange(len(X), dtype=np.int64), {}),
@@ -510,7 +512,9 @@ class TimeResponse(JobKind):
             # a short job on XLA: its generated code is built after the job, in
             # the background, for the next run of this structure (sweep.prebuild)
             from sweep.core.runtime import cache_in_use
-            return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_in_use() else "")
+            # and is compiled for a quick start (it runs for seconds: compiling is most of it)
+            return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_in_use() else "",
+                             quick=why == "short")
         return make_plan(backend)
 
     def finish_case(self, case, cfg):
@@ -532,7 +536,8 @@ class TimeResponse(JobKind):
         # the runners of shared values take a chunk as (thetas, values) (make_chunk_runner)
         pair = shared and c.method.jittable and (c.backend == "generated" or plan.n_dev == 1)
         key = fingerprint(NAME, plan.chunk, channel_key(plan.channels), structure, c.options, tuple(c.limits), c.t0, c.dt,
-                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared, "pair" if pair else "rows")
+                          c.bidx, plan.n_dev, plan.micro_batch, c.backend, shared, "pair" if pair else "rows",
+                          *(("quick start",) if c.quick else ()))
         return key, vals, size, shared, pair
 
     def runner(self, plan):
@@ -544,12 +549,15 @@ class TimeResponse(JobKind):
         what = (f"{c.method.name.upper()} chunk runner: {topo.name} ({topo.n_dof} DOF), "
                 f"static equilibrium + {c.n_samples} samples of {c.loadcase_name}, "
                 f"{plan.chunk} variant(s) per chunk on {where}"
-                + (f" in groups of {plan.micro_batch}" if plan.micro_batch else ""))
+                + (f" in groups of {plan.micro_batch}" if plan.micro_batch else "")
+                + (", compiled for a quick start (XLA optimisation level 0)" if c.quick else ""))
+        from sweep.engine.stream import QUICK_START
         from sweep.engine.values import example as values_example
         key, vals, size, shared, pair = self.job_key(plan)
         return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True,
                                         shared=shared),
-                      values_example(plan.chunk, len(plan.pset), size, pair), what, key=key, values=vals)
+                      values_example(plan.chunk, len(plan.pset), size, pair), what, key=key, values=vals,
+                      compile_options=dict(QUICK_START) if c.quick else None)
 
     def static_state(self, model, cfg):
         """The free static equilibrium under the load case's loads at the start."""

@@ -22,6 +22,10 @@ from kernels.rotations import mtv
 from kernels.system import model_system
 from tests.kernels.test_state_events import D, K, NO_LOAD, T_CONTACT, bounce, rig
 
+# the slow tier: one compile of a registered group's event location (14 s on a slow
+# day); the built-in state events' closed forms stay in the fast tier (test_state_events)
+pytestmark = pytest.mark.slow
+
 
 def _ends(prm, x1, x2):
     pm1, _, p1, R1, _ = forces.marker_kinematics(x1, prm["pos1"])

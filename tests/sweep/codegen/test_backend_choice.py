@@ -120,6 +120,36 @@ def test_a_short_job_plans_its_background_build_and_finds_it_built(unpinned, tmp
     assert kind_of(cfg).plan(cfg).case.prebuild == ""
 
 
+def test_a_short_job_on_xla_is_compiled_for_a_quick_start(unpinned, tmp_path):
+    """A short job that auto runs on XLA is compiled for a quick start
+    (sweep.engine.stream.QUICK_START, named in the compile line of the log),
+    a program of its own in the caches (its key differs); a job on XLA by
+    name (integrator.backend=xla) or pinned to it keeps XLA's defaults.
+    That both compute the same: tests/sweep/engine/test_values_numbers.py."""
+    from tests.jobs import cfg_of
+    from sweep.engine.stream import QUICK_START
+    from sweep.kinds import kind_of
+    unpinned.setattr(build, "compiler", lambda: "/usr/bin/cc")
+    unpinned.setenv("AXLE_JAX_CACHE_DIR", str(tmp_path / "jax"))
+    args = ("model=toy_trailing_arm", "loadcase.t_start=4.95", "loadcase.t_end=5.05")
+
+    def runner(*extra):
+        cfg = cfg_of(*args, *extra)
+        kind = kind_of(cfg)
+        plan = kind.plan(cfg)
+        return plan, kind.runner(plan)
+    plan, quick = runner()
+    assert plan.case.backend == "xla" and plan.case.quick
+    assert quick.compile_options == QUICK_START and "quick start" in quick.what
+    for extra in (("integrator.backend=xla",), ()):
+        if not extra:
+            unpinned.setenv(generated.AUTO_ENV, "xla")
+        plan, full = runner(*extra)
+        assert plan.case.backend == "xla" and not plan.case.quick
+        assert full.compile_options is None and "quick start" not in full.what
+        assert full.key != quick.key
+
+
 @pytest.mark.parametrize("args", [
     ("model=toy_trailing_arm", "loadcase.t_start=4.95", "loadcase.t_end=5.05"),
     ("model=toy_trailing_arm", "loadcase=rough_road", "loadcase.t_end=3.0", "loadcase.settle=0.5",

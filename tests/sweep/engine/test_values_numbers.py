@@ -110,3 +110,28 @@ def test_kc_reads_changed_values_at_run_time():
     # the travel range moved: the steps' wheel-centre heights follow it
     dz = np.asarray(got[0]["wheel_centre_displacement"])[0, :, 0, 2]
     np.testing.assert_allclose([dz.min(), dz.max()], [-0.06, 0.07], atol=1e-6)
+
+
+def test_a_quick_start_program_equals_the_optimised_one():
+    """A short job's program compiled for a quick start
+    (sweep.engine.stream.QUICK_START: XLA level 0, the elemental fusion
+    emitter) gives the numbers of the same program compiled with XLA's
+    defaults (optimisation level 3, the MLIR fusion emitters; given as
+    options here because the tests' XLA_FLAGS set the quick ones): every
+    channel to round-off of two compilers - 1e-10 max|b|, as the generated
+    C against XLA (measured 1.4e-11, the bushing forces; the stiff solve
+    amplifies the order of the operations) - the status and the Newton
+    iterations exactly."""
+    import jax
+    from sweep.engine.stream import QUICK_START
+    _, r = plan_and_runner(*TOY_STEP)
+    rows = values.rows(np.zeros((1, 0)), r.values, isinstance(r.example, tuple))
+    out = {}
+    for name, opts in (("quick", QUICK_START),
+                       ("optimised", {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True})):
+        out[name] = jax.device_get(r.fn.lower(rows).compile(dict(opts))(rows))
+    quick, opt = out["quick"], out["optimised"]
+    assert int(quick[1][0]) == int(opt[1][0]) == 0                 # status ok
+    np.testing.assert_array_equal(np.asarray(quick[2]), np.asarray(opt[2]))   # Newton iterations
+    errs = rel_err(quick[0], opt[0])
+    assert max(errs.values()) <= 1e-10, errs

@@ -9,6 +9,10 @@ import xarray as xr
 
 from sweep.results.plots import kc_variants, kc_sheet
 
+# the slow tier: seven full K&C sheets drawn (17 s on a slow day); the K&C jobs
+# of the e2e tier draw the sheet of a real cube as well
+pytestmark = pytest.mark.slow
+
 SIDES = ["left", "right"]
 STEP = {"wheel_travel": ("travel", "m", (-0.08, 0.08)), "lateral_force": ("force", "N", (-2000.0, 2000.0)),
         "aligning_torque": ("torque", "N m", (-200.0, 200.0)), "steering": ("rack_travel", "m", (-0.05, 0.05))}
