@@ -34,8 +34,14 @@ def test_rerun_loads_the_traced_runner_with_equal_results(tmp_path):
     assert "reused: the traced program" not in plain
     a, b, c = (xr.open_zarr(tmp_path / f"{n}.zarr") for n in "abc")
     for name in ("wheel_centre_displacement", "toe", "bushing_force"):
+        # the first run compiles the deserialised program as the rerun does: bitwise equal
         np.testing.assert_array_equal(a[name].values, b[name].values)
-        np.testing.assert_array_equal(a[name].values, c[name].values)
+        # without the cache the program is traced directly: equal to round-off - bitwise with
+        # XLA's MLIR fusion emitters; the elemental emitter the tests compile with orders some
+        # operations of the two programs differently (measured 2e-11 of the largest bushing
+        # force, the stiff solve amplifying it; 1e-10 is the rule for two compilations)
+        want = c[name].values
+        assert np.max(np.abs(a[name].values - want)) <= 1e-10 * np.max(np.abs(want)), name
     # a damaged entry is traced again (warning), not a failure
     entry = cache / "axle-traces" / programs[0]
     entry.write_bytes(b"not a program")

@@ -26,19 +26,32 @@ def rel_err(a, b):
     return out
 
 
+# XLA's MLIR fusion emitters, the default of the jobs users run: the tests'
+# XLA_FLAGS switch them off (tests/conftest.py), and under the elemental
+# emitter a program's folded constants and its run-time values round apart
+# by up to 1e-11 (the stiff solve amplifying the order of the operations)
+DEFAULT_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
+
+
+def _run(fn, rows):
+    import jax
+    return jax.device_get(fn.lower(rows).compile(dict(DEFAULT_EMITTERS))(rows))
+
+
 def test_time_response_reads_changed_values_at_run_time():
     """The program of model A run on model B's values equals B's own
-    program with B's values folded in: every value changed at once."""
+    program with B's values folded in: every value changed at once (both
+    compiled with XLA's default fusion emitters)."""
     import jax
     from sweep.kinds import time_response as tr
     plan_a, ra = plan_and_runner(*TOY_STEP)
     plan_b, rb = plan_and_runner(*TOY_STEP, STEP_TIME, *CHANGES.values())
     assert rb.key == ra.key
     thetas = np.zeros((1, 0))
-    got = jax.device_get(ra.fn(values.rows(thetas, rb.values, isinstance(ra.example, tuple))))
+    got = _run(ra.fn, values.rows(thetas, rb.values, isinstance(ra.example, tuple)))
     c = plan_b.case
     folded = tr.make_chunk_runner(plan_b.model, plan_b.pset, dataclasses.replace(c, backend="xla"), lifted=False)
-    want = jax.device_get(folded(thetas))
+    want = _run(folded, thetas)
     assert int(got[1][0]) == int(want[1][0]) == 0          # status ok
     errs = rel_err(got[0], want[0])
     assert max(errs.values()) <= 1e-12, errs
