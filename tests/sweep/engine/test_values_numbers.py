@@ -33,9 +33,10 @@ def rel_err(a, b):
 DEFAULT_EMITTERS = {"xla_cpu_use_fusion_emitters": True}
 
 
-def _run(fn, rows):
+def _run(fn, rows, options=DEFAULT_EMITTERS):
+    """``fn`` compiled with the XLA compiler ``options`` and run on ``rows``."""
     import jax
-    return jax.device_get(fn.lower(rows).compile(dict(DEFAULT_EMITTERS))(rows))
+    return jax.device_get(fn.lower(rows).compile(dict(options))(rows))
 
 
 def test_time_response_reads_changed_values_at_run_time():
@@ -135,15 +136,11 @@ def test_a_quick_start_program_equals_the_optimised_one():
     C against XLA (measured 1.4e-11, the bushing forces; the stiff solve
     amplifies the order of the operations) - the status and the Newton
     iterations exactly."""
-    import jax
     from sweep.engine.stream import QUICK_START
     _, r = plan_and_runner(*TOY_STEP)
     rows = values.rows(np.zeros((1, 0)), r.values, isinstance(r.example, tuple))
-    out = {}
-    for name, opts in (("quick", QUICK_START),
-                       ("optimised", {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True})):
-        out[name] = jax.device_get(r.fn.lower(rows).compile(dict(opts))(rows))
-    quick, opt = out["quick"], out["optimised"]
+    quick = _run(r.fn, rows, QUICK_START)
+    opt = _run(r.fn, rows, {**DEFAULT_EMITTERS, "xla_backend_optimization_level": 3})
     assert int(quick[1][0]) == int(opt[1][0]) == 0                 # status ok
     np.testing.assert_array_equal(np.asarray(quick[2]), np.asarray(opt[2]))   # Newton iterations
     errs = rel_err(quick[0], opt[0])
