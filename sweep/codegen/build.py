@@ -298,10 +298,16 @@ def _finish(proc):
         return f.read() or f"exit status {proc.returncode}"
 
 
-def prekey_record(prekey, W, shared=(), fold=False):
+def prekey_record(prekey, W, shared=(), fold=False, rows_fold=None):
     """The cache file that records which build a prekey gave (:func:`load_or_build`)."""
-    return os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)} fold={fold}".encode())
-                        .hexdigest()[:24] + ".key")
+    rows = "" if rows_fold is None else f" rows={_pattern_digest(rows_fold)}"
+    return os.path.join(cache_dir(), hashlib.sha256(f"{prekey} W={W} shared={tuple(shared)} fold={fold}{rows}"
+                                                    .encode()).hexdigest()[:24] + ".key")
+
+
+def _pattern_digest(code):
+    from sweep.codegen import emit
+    return emit.pattern_digest(code)
 
 
 def record_built(record):
@@ -317,7 +323,8 @@ def record_built(record):
     return bool(key) and os.path.exists(os.path.join(os.path.dirname(record), f"{key}.pkl"))
 
 
-def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, shared=(), fold=False):
+def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, shared=(), fold=False,
+                  rows_fold=None):
     """(Kernel inputs: Generated, ctypes function, info) for a per-variant
     function: from the cache when this jaxpr (with its constants, W and the
     generator's version) was built before - tracing only - else generated
@@ -335,13 +342,15 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
     variant (:class:`sweep.codegen.emit.Generated`; :class:`Kernel` takes
     them unbatched); ``fold``: their values' pattern is compiled in
     (:func:`sweep.codegen.emit.shared_pattern`; the prekey must then hold
-    the pattern's digest)."""
+    the pattern's digest); ``rows_fold``: a pattern of the batched
+    arguments' leading values compiled in the same way
+    (:func:`sweep.codegen.emit.rows_pattern`)."""
     import pickle
     from sweep.codegen import emit
     t = time.perf_counter()
     ref = None
     if prekey and traced is None:
-        ref = prekey_record(prekey, W, shared, fold)
+        ref = prekey_record(prekey, W, shared, fold, rows_fold)
         try:
             with open(ref) as f:
                 key = f.read().strip()
@@ -352,7 +361,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
                                "generate_s": 0.0, "build_s": spent}
         except Exception:  # noqa: BLE001 - no entry yet, or a damaged one: trace
             pass
-    traced = traced or emit.trace(fn, *example_args, W=W, shared=shared, fold=fold)
+    traced = traced or emit.trace(fn, *example_args, W=W, shared=shared, fold=fold, rows_fold=rows_fold)
     key = traced[2]
     cc = compiler()
     if cc is None:
@@ -370,7 +379,7 @@ def load_or_build(fn, *example_args, W=4, log=None, traced=None, prekey=None, sh
             pass
     t_trace = time.perf_counter() - t
     t = time.perf_counter()
-    gen = emit.generate(fn, *example_args, W=W, traced=traced, shared=shared, fold=fold)
+    gen = emit.generate(fn, *example_args, W=W, traced=traced, shared=shared, fold=fold, rows_fold=rows_fold)
     t_gen = time.perf_counter() - t
     fn_c, spent = build(gen)
     tmp = meta + f".{os.getpid()}.{threading.get_ident()}.tmp"     # unique per thread too (a workbench)

@@ -1053,17 +1053,51 @@ def shared_pattern(example_args, shared):
     return code
 
 
+def rows_pattern(rows):
+    """The pattern a ``rows_fold`` build compiles in (:func:`generate`) for
+    per-variant rows (R, N) of run-time values, e.g. a hardpoint design's
+    rows ``[theta | values]`` at its nominal and bound variants: per element
+    the :func:`shared_pattern` code where every row has the same value among
+    0 and +-1 (an absent bushing direction, an identity part of a frame that
+    no variant moves), else its own position (read per variant at run
+    time). Rows with a NaN (a variant that failed to build) are left out."""
+    rows = np.atleast_2d(np.asarray(rows, np.float64))
+    rows = rows[np.all(np.isfinite(rows), axis=1)]
+    n = rows.shape[1]
+    code = np.arange(n, dtype=np.int64)
+    if len(rows) == 0:
+        return code
+    codes = np.stack([shared_pattern((None, r), (1,)) for r in rows])
+    same = np.all(codes == codes[0], axis=0) & (codes[0] < 0)
+    code[same] = codes[0][same]
+    return code
+
+
+def rows_agree(rows, code):
+    """Whether every row (R, N) has the values a ``rows_fold`` build compiled
+    in for ``code`` (:func:`rows_pattern`): a row that does not would give
+    wrong numbers in that code."""
+    rows = np.atleast_2d(np.asarray(rows, np.float64))
+    folded = np.flatnonzero(code < 0)
+    if folded.size == 0:
+        return np.ones(len(rows), bool)
+    got = np.stack([shared_pattern((None, r[folded]), (1,)) for r in rows]) if len(rows) else \
+        np.zeros((0, folded.size), np.int64)
+    return np.all(got == code[folded], axis=1)
+
+
 def pattern_digest(code):
     """A short digest of :func:`shared_pattern` (part of the build's key)."""
     return hashlib.sha256(np.ascontiguousarray(code).tobytes()).hexdigest()[:24]
 
 
-def trace(fn, *example_args, W=4, chunk=CHUNK, shared=(), fold=False):
+def trace(fn, *example_args, W=4, chunk=CHUNK, shared=(), fold=False, rows_fold=None):
     """(closed jaxpr, output tree, key) of ``fn``: the key hashes the jaxpr's
     text, its constants, the lanes, the chunking, the shared arguments'
     positions and the generator's version - what the generated code depends
     on (the build cache's key). ``fold``: the shared values' pattern
-    (:func:`shared_pattern`) is compiled in and enters the key."""
+    (:func:`shared_pattern`) is compiled in and enters the key; so does
+    ``rows_fold`` (:func:`generate`)."""
     from kernels.forces import element_loops
     # element groups as loops (one copy of the element code each); traced as a
     # fresh function, so that no trace JAX cached for ``fn`` without the loops is reused
@@ -1071,6 +1105,8 @@ def trace(fn, *example_args, W=4, chunk=CHUNK, shared=(), fold=False):
         closed, shapes = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*example_args)
     out_tree = jax.tree_util.tree_structure(shapes)
     pattern = pattern_digest(shared_pattern(example_args, shared)) if fold else ""
+    if rows_fold is not None:
+        pattern += f" rows={pattern_digest(rows_fold)}"
     key = hashlib.sha256(f"{jaxpr_digest(closed)} W={W} chunk={chunk} shared={tuple(shared)} {pattern}"
                          f"{_generator_version()}".encode())
     return closed, out_tree, key.hexdigest()[:24]
@@ -1202,7 +1238,7 @@ def fuse_output_passes(prog, out_refs):
     return selects
 
 
-def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=False):
+def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=False, rows_fold=None):
     """C for ``fn(*args)`` (a per-variant JAX function of arrays) with every
     scalar a vector of ``W`` variants. ``example_args`` fix the shapes and
     dtypes (their values are not used, except the shared ones' pattern under
@@ -1211,9 +1247,14 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=F
     (:class:`Generated`). ``fold``: the shared values' pattern is compiled
     in (:func:`shared_pattern`): the values 0 and +-1 as constants, so that
     a bushing's absent directions and a frame's identity parts fold away as
-    with values known; every other value is read at run time."""
+    with values known; every other value is read at run time.
+    ``rows_fold``: the same for per-variant inputs - a pattern
+    (:func:`rows_pattern`) over the first elements of the batched
+    arguments (e.g. a hardpoint design's rows ``[theta | values]``): its
+    0 and +-1 compiled in, every other element read per variant."""
     shared = tuple(sorted(int(i) for i in shared))
-    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk, shared=shared, fold=fold)
+    closed, out_tree, key = traced or trace(fn, *example_args, W=W, chunk=chunk, shared=shared, fold=fold,
+                                            rows_fold=rows_fold)
     code = shared_pattern(example_args, shared) if fold else None
     prog = Program()
     tr = Translator(prog)
@@ -1239,10 +1280,16 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=F
             args.append(Val(np.array(ids, np.int64).reshape(a.shape), cv))
             ks += a.size
             continue
-        else:
-            ids = [prog.emit("in", (float(k + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
-            k += a.size
-        args.append(Val(np.array(ids, np.int64).reshape(a.shape), np.zeros(a.shape, a.dtype)))
+        ids, cv = [], np.zeros(a.size, a.dtype)
+        for e in range(a.size):
+            c = int(rows_fold[k + e]) if rows_fold is not None and k + e < len(rows_fold) else 0
+            if c < 0:           # the same 0 or +-1 in every variant: a constant
+                ids.append(CONST)
+                cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]
+            else:
+                ids.append(prog.emit("in", (float(k + e),), _kind(a.dtype), depth=0))
+        k += a.size
+        args.append(Val(np.array(ids, np.int64).reshape(a.shape), cv.reshape(a.shape)))
     outs = tr.run(closed.jaxpr, [const_val(np.asarray(c)) for c in closed.consts], args)
     out_refs = []
     for o in outs:

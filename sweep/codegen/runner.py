@@ -153,12 +153,22 @@ class GeneratedRunner:
     changed load, rate, mass or hardpoint reuses the built code;
     ``values_key`` is then the pattern's digest. (A chunk's example values
     at lowering are zeros of the right shape, so the pattern is taken from
-    this vector.)"""
+    this vector.)
+
+    ``rows_fold``: without ``shared``, a chunk's rows are ``[theta |
+    values]`` with each variant's own values (a design that moves
+    hardpoints: each variant its own geometry); the code reads them per
+    variant and compiles in only the pattern ``rows_fold``
+    (:func:`sweep.codegen.emit.rows_pattern`: the 0 and +-1 that every
+    variant shares); ``values_key`` is its digest. A chunk with a variant
+    outside the pattern runs on XLA (one line in the log), never on code
+    built for other values."""
     host = True
 
     def __init__(self, first, second, fallback, micro_batch=None, lanes=LANES, threads=None, values_key="",
-                 shared=False, whole=None, fold=False):
+                 shared=False, whole=None, fold=False, rows_fold=None):
         self.whole = whole
+        self.rows_fold = None if shared or rows_fold is None else np.asarray(rows_fold, np.int64)
         self.fold = np.asarray(fold, np.float64) if shared and fold is not None and fold is not False else None
         self.values_key = values_key
         self.first_fn = first
@@ -209,7 +219,8 @@ class _Lowered:
             (lambda label: None)
         if r.whole is not None:
             theta0 = np.zeros(self.theta_rows.shape[1:], self.theta_rows.dtype)
-            args, opts = ((theta0, r.fold), dict(shared=(1,), fold=True)) if r.fold is not None else ((theta0,), {})
+            args, opts = ((theta0, r.fold), dict(shared=(1,), fold=True)) if r.fold is not None else \
+                ((theta0,), dict(rows_fold=r.rows_fold))
             prekey = whole_prekey(self.key, theta0.shape[0], r.values_key) if self.key else None
             try:
                 gen, fn, info = build.load_or_build(r.whole, *args, W=self.lanes(), **opts, prekey=prekey)
@@ -224,11 +235,31 @@ class _Lowered:
     def _on_xla(self, err):
         """The whole chunk on XLA (the fallback runner), with one line saying why."""
         r = self.runner
-        dev0 = jax.devices()[0]
         log.warning(f"warning: generated backend not available ({err}); running on XLA")
         r.info = {"backend": "xla", "why": str(err)}
-        compiled = r.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
+        return self._xla()
+
+    def _xla(self):
+        dev0 = jax.devices()[0]
+        compiled = self.runner.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
         return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(thetas, dev0)))
+
+    def _outside_pattern(self, theta_rows, m):
+        """With ``rows_fold``: the XLA runner for a chunk whose rows
+        (the first ``m``) leave the compiled pattern, else None."""
+        from sweep.codegen import emit
+        r = self.runner
+        if r.rows_fold is None:
+            return None
+        ok = emit.rows_agree(theta_rows[:m], r.rows_fold)
+        if ok.all():
+            return None
+        if getattr(self, "_xla_run", None) is None:
+            log.warning(f"warning: generated backend: {int((~ok).sum())} variant(s) of a chunk have a 0 or "
+                        "+-1 where the code was built for another value (a moved point made a frame "
+                        "axis-parallel?); such chunks run on XLA")
+            self._xla_run = self._xla()
+        return self._xla_run
 
     def _run_whole(self, gen, fn, info):
         from sweep.codegen import build
@@ -244,6 +275,9 @@ class _Lowered:
             m = len(theta_rows) if m is None else int(m)
             if r.fold is not None:
                 return kernel(theta_rows[:m], self._values(thetas[1]))
+            other = self._outside_pattern(theta_rows, m)
+            if other is not None:
+                return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], other(thetas, m))
             return kernel(theta_rows[:m])
         return run
 
@@ -284,7 +318,7 @@ class _Lowered:
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="xla-compile") as pool:
             first_job = pool.submit(lowered.compile)
             args, opts = (((theta0, r.fold, carry0), dict(shared=(1,), fold=True)) if r.fold is not None
-                          else ((theta0, carry0), {}))
+                          else ((theta0, carry0), dict(rows_fold=r.rows_fold)))
             try:
                 gen, fn, info = build.load_or_build(r.second, *args, W=self.lanes(), **opts,
                                                     prekey=sub(f"integration:{theta0.shape}:" + r.values_key))
@@ -305,6 +339,9 @@ class _Lowered:
         def run(thetas, m=None):
             theta_rows = np.asarray(thetas[0] if isinstance(thetas, tuple) else thetas)
             m = len(theta_rows) if m is None else int(m)
+            other = self._outside_pattern(theta_rows, m)
+            if other is not None:
+                return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], other(thetas, m))
             t0 = time.perf_counter()
             c = jax.device_get(first(place(thetas)))
             rows = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], c)

@@ -199,6 +199,24 @@ class PerVariant:
             p, self._pending = self._pending, None
             p.result()
 
+    def probe_thetas(self):
+        """Parameter vectors (K, P) that bracket the design's geometry: the
+        nominal, each hardpoint parameter alone at its lower and upper bound,
+        and all of them at their lower and at their upper bounds together
+        (the other parameters nominal) - the variants whose values a
+        generated build of the design folds its constants from
+        (:func:`sweep.codegen.emit.rows_pattern`)."""
+        nominal = self.pset.nominal
+        thetas = [nominal]
+        lo, hi = nominal.copy(), nominal.copy()
+        for i, p in self.pset.hardpoints:
+            for bound in (p.lower, p.upper):
+                t = nominal.copy()
+                t[i] = bound
+                thetas.append(t)
+            lo[i], hi[i] = p.lower, p.upper
+        return np.array(thetas + [lo, hi], np.float64)
+
     def __call__(self, thetas):
         self._wait()
         return np.stack([self.row(t) for t in np.asarray(thetas, np.float64)])

@@ -217,7 +217,7 @@ def make_variant(model, pset, case, stages=False, lifted=False):
     return lambda theta: integrate_from(theta, equilibrium(theta))
 
 
-def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False, shared=False):
+def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False, shared=False, rows_fold=None):
     """The engine's chunk runner: thetas (C, P) -> (channels, status,
     equilibrium iterations) with :func:`make_variant` mapped over the chunk
     (:func:`sweep.engine.mapping.map_variants`, ``micro_batch``). On
@@ -230,7 +230,10 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
     the same case on XLA is its fallback). ``lifted``: rows ``[theta |
     values]`` in place of thetas (:func:`make_variant`); ``shared``: every
     row has the same values (no hardpoint design), which then stay unbatched
-    (one device on XLA: :func:`sweep.engine.mapping.map_variants`)."""
+    (one device on XLA: :func:`sweep.engine.mapping.map_variants`).
+    ``rows_fold``: a hardpoint design on the generated backend - each row
+    its own values, read per variant, the pattern of 0 and +-1 that every
+    variant shares compiled in (:func:`sweep.codegen.emit.rows_pattern`)."""
     if not case.method.jittable:
         return mapping.HostRunner(*make_variant(model, pset, case, stages=True, lifted=lifted), micro_batch)
     if case.backend == "generated":
@@ -244,6 +247,11 @@ def make_chunk_runner(model, pset, case, n_dev=1, micro_batch=None, lifted=False
             return GeneratedRunner(first, lambda theta, vec, carry: integrate((theta, vec), carry), fallback,
                                    micro_batch, threads=default_threads(), values_key=_values_pattern(vec=vec),
                                    shared=True, whole=make_variant(model, pset, case, lifted="shared"), fold=vec)
+        if lifted and rows_fold is not None:
+            from sweep.codegen import emit
+            return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=True), fallback, micro_batch,
+                                   threads=default_threads(), values_key="rows:" + emit.pattern_digest(rows_fold),
+                                   whole=make_variant(model, pset, case, lifted=True), rows_fold=rows_fold)
         return GeneratedRunner(*make_variant(model, pset, case, stages=True, lifted=lifted and "equilibrium"),
                                fallback, micro_batch, threads=default_threads(),
                                values_key=_values_digest(model, case.exc) if lifted else "",
@@ -496,26 +504,21 @@ class TimeResponse(JobKind):
                 log.debug(f"generated code cache unavailable: {err}")
                 return False
             return record_built(record[0])
+        steps = len(X) * (n_samples - 1) * every
         if pset.hardpoints:
-            # each variant its own geometry: values per variant, which the
-            # generated C (specialised to one model's values) cannot take
-            if integ.get("backend") == "generated":
-                raise ConfigError("integrator.backend = generated: a design that moves hardpoints (sweep "
-                                  "parameters of target hardpoint) runs on XLA, which reads each variant's "
-                                  "geometry at run time (integrator.backend=xla or auto)")
-            backend = "xla"
-            if method.jittable:
-                log.info("integrator.backend: XLA - the design moves hardpoints (each variant its own geometry)")
-        else:
-            backend, why = choose(integ.get("backend"), method.jittable,
-                                  variant_steps=len(X) * (n_samples - 1) * every, built=built)
-            # a short job on XLA: its generated code is built after the job, in
-            # the background, for the next run of this structure (sweep.prebuild)
-            from sweep.core.runtime import cache_in_use
-            # and is compiled for a quick start (it runs for seconds: compiling is most of it)
-            return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_in_use() else "",
-                             quick=why == "short")
-        return make_plan(backend)
+            # each variant its own geometry: the generated C reads each
+            # variant's values (GeneratedRunner rows_fold); a short design
+            # runs on XLA (no background build: the code is keyed on the
+            # design's pattern of values, not on the structure alone)
+            backend, why = choose(integ.get("backend"), method.jittable, variant_steps=steps)
+            return make_plan(backend, quick=why == "short")
+        backend, why = choose(integ.get("backend"), method.jittable, variant_steps=steps, built=built)
+        # a short job on XLA: its generated code is built after the job, in
+        # the background, for the next run of this structure (sweep.prebuild)
+        from sweep.core.runtime import cache_in_use
+        # and is compiled for a quick start (it runs for seconds: compiling is most of it)
+        return make_plan(backend, prebuild=record[0] if why == "short" and record and cache_in_use() else "",
+                         quick=why == "short")
 
     def finish_case(self, case, cfg):
         """The plan's case as the job runs it (a kind built on the time
@@ -554,8 +557,17 @@ class TimeResponse(JobKind):
         from sweep.engine.stream import QUICK_START
         from sweep.engine.values import example as values_example
         key, vals, size, shared, pair = self.job_key(plan)
+        rows_fold = None
+        if c.backend == "generated" and not shared:
+            # a hardpoint design: the values' pattern that the nominal and the
+            # bounds of the design share (a chunk outside it runs on XLA)
+            from sweep.codegen import emit
+            probe = vals.probe_thetas()
+            rows_fold = emit.rows_pattern(np.concatenate([probe, vals(probe)], axis=1))
+            rows_fold[:len(plan.pset)] = np.arange(len(plan.pset))      # the parameters: read, never folded
+            what += "; each variant's geometry read at run time"
         return Runner(make_chunk_runner(plan.model, plan.pset, c, plan.n_dev, plan.micro_batch, lifted=True,
-                                        shared=shared),
+                                        shared=shared, rows_fold=rows_fold),
                       values_example(plan.chunk, len(plan.pset), size, pair), what, key=key, values=vals,
                       compile_options=dict(QUICK_START) if c.quick else None)
 

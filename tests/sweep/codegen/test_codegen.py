@@ -477,6 +477,50 @@ def test_a_folded_pattern_build_serves_every_value_of_its_pattern():
     assert gen.n_statements < unfolded.n_statements
 
 
+def test_a_rows_pattern_build_reads_each_variants_values(caplog):
+    """``rows_fold`` (a hardpoint design: each variant its own values in its
+    row): the 0 and +-1 that every probe row shares are compiled in, every
+    other entry is read per variant - one build gives XLA's numbers for
+    rows of other values (each row its own), with less code than reading
+    every entry; the pattern is part of the key. A chunk with a row outside
+    the pattern (a shared 0 that became 0.3) is run by the runner on XLA,
+    with one line saying so, never on the code built for other values."""
+    from sweep.codegen.runner import GeneratedRunner
+    from sweep.engine import mapping
+
+    def f(row):
+        x, k, zero, one, frame = row[0], row[1:3], row[3], row[4], row[5:9].reshape(2, 2)
+        v = frame @ jnp.stack([jnp.sin(x), jnp.cos(x)])
+        return k @ v + zero * jnp.exp(x) + one * x, v * (1.0 + zero)
+
+    # probe rows: x and the rates vary, the 'zero', 'one' and the identity frame do not
+    probe = np.array([[0.1, 2.0, 3.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0],
+                      [0.5, 2.5, 3.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0],
+                      [0.9, 1.5, 3.5, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]])
+    code = emit.rows_pattern(probe)
+    assert list(code[:3]) == [0, 1, 2] and (code[3:] < 0).all()
+    rng = np.random.default_rng(11)
+    rows = np.tile(probe[0], (6, 1))
+    rows[:, :3] = rng.uniform(0.2, 3.0, size=(6, 3))           # each row its own x and rates
+    assert emit.rows_agree(rows, code).all()
+    gen, fn, _ = build.load_or_build(f, probe[0] * 0.0, rows_fold=code)
+    kernel = build.Kernel(gen, fn, threads=2)
+    _assert_equal(kernel(rows), jax.vmap(f)(rows), tol=1e-13)
+    assert emit.trace(f, probe[0], rows_fold=code)[2] == gen.key
+    assert emit.trace(f, probe[0])[2] != gen.key
+    assert gen.n_statements < emit.generate(f, probe[0]).n_statements
+    outside = rows.copy()
+    outside[2, 3] = 0.3
+    assert list(emit.rows_agree(outside, code)) == [True, True, False, True, True, True]
+    fallback = mapping.map_variants(f, 1, None)
+    runner = GeneratedRunner(None, None, fallback, whole=f, rows_fold=code, threads=2)
+    run = runner.lower(rows).compile()
+    _assert_equal(run(rows), jax.vmap(f)(rows), tol=1e-13)
+    assert "run on XLA" not in caplog.text
+    _assert_equal(run(outside), jax.vmap(f)(outside), tol=1e-13)
+    assert "such chunks run on XLA" in caplog.text
+
+
 def test_a_reference_and_a_constant_of_the_same_number_stay_apart():
     """Statement and stored-table keys tell a value's reference (an int) from
     a constant of the same number (Python's 2 == 2.0): ``x[2] - 1.0`` and
