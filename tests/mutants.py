@@ -465,6 +465,16 @@ MUTANTS = [
            [("sweep/codegen/emit.py", "cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]",
              "cv[e] = (0.0, 1.0, 1.0, -0.0)[-1 - c]")],
            ["tests/sweep/codegen/test_codegen.py::test_a_folded_pattern_build_serves_every_value_of_its_pattern"]),
+    Mutant("rows_pattern_nominal_only", "generated rows pattern: the nominal row's 0 and +-1 compiled in "
+           "even where another probe row differs",
+           [("sweep/codegen/emit.py", "same = np.all(codes == codes[0], axis=0) & (codes[0] < 0)",
+             "same = codes[0] < 0")],
+           ["tests/sweep/codegen/test_codegen.py::test_a_rows_pattern_build_reads_each_variants_values"]),
+    Mutant("rows_outside_pattern_run_anyway", "generated rows: a chunk outside the compiled pattern run on "
+           "the code built for other values",
+           [("sweep/codegen/runner.py", "        if ok.all():\n            return None\n",
+             "        if True:\n            return None\n")],
+           ["tests/sweep/codegen/test_codegen.py::test_a_rows_pattern_build_reads_each_variants_values"]),
     Mutant("pattern_ignores_zeros", "generated values pattern: a value that becomes 0 keeps the key "
            "(the code built for a nonzero value would run on it)",
            [("sweep/codegen/emit.py", "    code[zero & ~np.signbit(v)] = -1\n", "")],

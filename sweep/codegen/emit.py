@@ -1238,6 +1238,21 @@ def fuse_output_passes(prog, out_refs):
     return selects
 
 
+def _input(prog, a, codes, op):
+    """The value of an input argument ``a``: per element, a constant where
+    its pattern code (:func:`shared_pattern`) is negative (the folded 0,
+    +-1 or -0), else a read (``op``: ``in`` per variant, ``shared_in`` from
+    the shared buffer) of the position the code names."""
+    ids, cv = [], np.zeros(a.size, a.dtype)
+    for e, c in enumerate(np.asarray(codes, np.int64).tolist()):
+        if c < 0:
+            ids.append(CONST)
+            cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]
+        else:
+            ids.append(prog.emit(op, (float(c),), _kind(a.dtype), depth=0))
+    return Val(np.array(ids, np.int64).reshape(a.shape), cv.reshape(a.shape))
+
+
 def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=False, rows_fold=None):
     """C for ``fn(*args)`` (a per-variant JAX function of arrays) with every
     scalar a vector of ``W`` variants. ``example_args`` fix the shapes and
@@ -1264,32 +1279,16 @@ def generate(fn, *example_args, W=4, chunk=CHUNK, traced=None, shared=(), fold=F
     for a, sh in zip(flat_in, is_shared):
         a = np.asarray(a)
         if sh:                  # read once per call from the shared buffer: S(sh[k])
-            if code is None:
-                ids = [prog.emit("shared_in", (float(ks + e),), _kind(a.dtype), depth=0) for e in range(a.size)]
-                cv = np.zeros(a.shape, a.dtype)
-            else:
-                ids, cv = [], np.zeros(a.size, a.dtype)
-                for e in range(a.size):
-                    c = int(code[ks + e])
-                    if c < 0:
-                        ids.append(CONST)
-                        cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]
-                    else:
-                        ids.append(prog.emit("shared_in", (float(c),), _kind(a.dtype), depth=0))
-                cv = cv.reshape(a.shape)
-            args.append(Val(np.array(ids, np.int64).reshape(a.shape), cv))
+            codes = code[ks:ks + a.size] if code is not None else np.arange(ks, ks + a.size)
+            args.append(_input(prog, a, codes, "shared_in"))
             ks += a.size
             continue
-        ids, cv = [], np.zeros(a.size, a.dtype)
-        for e in range(a.size):
-            c = int(rows_fold[k + e]) if rows_fold is not None and k + e < len(rows_fold) else 0
-            if c < 0:           # the same 0 or +-1 in every variant: a constant
-                ids.append(CONST)
-                cv[e] = (0.0, 1.0, -1.0, -0.0)[-1 - c]
-            else:
-                ids.append(prog.emit("in", (float(k + e),), _kind(a.dtype), depth=0))
+        codes = np.arange(k, k + a.size)          # read per variant from its row
+        if rows_fold is not None:
+            head = np.asarray(rows_fold[k:k + a.size])
+            codes[:len(head)] = head
+        args.append(_input(prog, a, codes, "in"))
         k += a.size
-        args.append(Val(np.array(ids, np.int64).reshape(a.shape), cv.reshape(a.shape)))
     outs = tr.run(closed.jaxpr, [const_val(np.asarray(c)) for c in closed.consts], args)
     out_refs = []
     for o in outs:

@@ -493,8 +493,9 @@ def test_a_rows_pattern_build_reads_each_variants_values(caplog):
         v = frame @ jnp.stack([jnp.sin(x), jnp.cos(x)])
         return k @ v + zero * jnp.exp(x) + one * x, v * (1.0 + zero)
 
-    # probe rows: x and the rates vary, the 'zero', 'one' and the identity frame do not
-    probe = np.array([[0.1, 2.0, 3.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0],
+    # probe rows: x and the rates vary (the nominal's first rate is 1, the
+    # others' not: read), the 'zero', 'one' and the identity frame do not
+    probe = np.array([[0.1, 1.0, 3.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0],
                       [0.5, 2.5, 3.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0],
                       [0.9, 1.5, 3.5, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]])
     code = emit.rows_pattern(probe)
