@@ -148,12 +148,12 @@ class Programs:
 
 
 def _holds_values(runner):
-    """Whether the runner's compiled code holds the values (the generated C
-    of a design whose values differ per variant, :class:`sweep.codegen.runner.GeneratedRunner`)
-    rather than reading them at run time."""
+    """Whether the runner's compiled code holds the values (generated C
+    built with the values folded in, :class:`sweep.codegen.runner.GeneratedRunner`
+    without ``fold`` or ``rows_fold``) rather than reading them at run time."""
     fn = runner.fn
     return bool(getattr(fn, "host", False) and getattr(fn, "values_key", "")
-                and getattr(fn, "fold", None) is None)
+                and getattr(fn, "fold", None) is None and getattr(fn, "rows_fold", None) is None)
 
 
 # XLA compiler options of a short job's program (a job that runs for a few

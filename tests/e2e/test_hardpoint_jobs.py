@@ -69,6 +69,12 @@ def test_time_response_hardpoint_sweep_on_generated_code_equals_xla(tmp_path):
     glog = gen.stdout + gen.stderr
     assert gen.returncode == 0, glog[-3000:]
     assert "generated backend (" in glog and "each variant's geometry read at run time" in glog
+    # a rerun into a new path reuses the code, which reads the values (it does not hold them)
+    again = cli(*over, "integrator.backend=generated", f"output.path={tmp_path}/g2.zarr",
+                f"hydra.run.dir={tmp_path}/h3")
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert "reused: the generated code of an earlier run of this structure; values are run-time inputs" in \
+        again.stdout + again.stderr
     g = xr.open_zarr(tmp_path / "g.zarr")
     assert list(g.status.values) == [0, 0]
     for name, var in ds.data_vars.items():
