@@ -185,11 +185,14 @@ def test_every_shipped_config_file_reads_strictly():
         mb.load_yaml_strict(f)
 
 
+@pytest.mark.slow
 def test_every_shipped_job_config_has_only_known_keys():
     """The strict tables of sweep/core/config.py (integrator, sweep, output, cache,
     the time-response load case, the tuning sections) know every key the
     shipped config files use; K&C and modes load cases name theirs in
-    their kinds (KNOWN_KEYS)."""
+    their kinds (KNOWN_KEYS). Slow tier: about 30 Hydra composes (10 s of
+    the fast tier's budget), and every e2e job composes shipped configs
+    through the same checks."""
     import glob
     from hydra import compose, initialize_config_dir
     from sweep.kinds import kind_of
