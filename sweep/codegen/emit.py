@@ -1044,7 +1044,15 @@ def shared_pattern(example_args, shared):
     flat = [np.asarray(a, np.float64).ravel() for i, x in enumerate(example_args) if i in shared
             for a in jax.tree_util.tree_leaves(x)]
     v = np.concatenate(flat) if flat else np.zeros(0)
-    code = np.arange(v.size, dtype=np.int64)
+    code = _folded_codes(v)
+    code[code == 0] = np.flatnonzero(code == 0)
+    return code
+
+
+def _folded_codes(v):
+    """Per element of ``v`` (any shape): its :func:`shared_pattern` code
+    where it is exactly 0, +-1 or -0 (``-1 - j``), else 0."""
+    code = np.zeros(np.shape(v), np.int64)
     code[v == 1.0] = -2
     code[v == -1.0] = -3
     zero = v == 0.0
@@ -1063,11 +1071,10 @@ def rows_pattern(rows):
     time). Rows with a NaN (a variant that failed to build) are left out."""
     rows = np.atleast_2d(np.asarray(rows, np.float64))
     rows = rows[np.all(np.isfinite(rows), axis=1)]
-    n = rows.shape[1]
-    code = np.arange(n, dtype=np.int64)
+    code = np.arange(rows.shape[1], dtype=np.int64)
     if len(rows) == 0:
         return code
-    codes = np.stack([shared_pattern((None, r), (1,)) for r in rows])
+    codes = _folded_codes(rows)
     same = np.all(codes == codes[0], axis=0) & (codes[0] < 0)
     code[same] = codes[0][same]
     return code
@@ -1079,11 +1086,7 @@ def rows_agree(rows, code):
     wrong numbers in that code."""
     rows = np.atleast_2d(np.asarray(rows, np.float64))
     folded = np.flatnonzero(code < 0)
-    if folded.size == 0:
-        return np.ones(len(rows), bool)
-    got = np.stack([shared_pattern((None, r[folded]), (1,)) for r in rows]) if len(rows) else \
-        np.zeros((0, folded.size), np.int64)
-    return np.all(got == code[folded], axis=1)
+    return np.all(_folded_codes(rows[:, folded]) == code[folded], axis=1)
 
 
 def pattern_digest(code):

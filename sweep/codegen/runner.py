@@ -244,9 +244,10 @@ class _Lowered:
         compiled = self.runner.fallback.lower(jax.device_put(self.thetas, dev0)).compile()
         return lambda thetas, m=None: jax.device_get(compiled(jax.device_put(thetas, dev0)))
 
-    def _outside_pattern(self, theta_rows, m):
-        """With ``rows_fold``: the XLA runner for a chunk whose rows
-        (the first ``m``) leave the compiled pattern, else None."""
+    def _outside_pattern(self, thetas, theta_rows, m):
+        """With ``rows_fold``: the outputs (first ``m`` rows) of a chunk whose
+        rows leave the compiled pattern, computed on XLA; None for a chunk
+        the generated code may run."""
         from sweep.codegen import emit
         r = self.runner
         if r.rows_fold is None:
@@ -259,7 +260,7 @@ class _Lowered:
                         "+-1 where the code was built for another value (a moved point made a frame "
                         "axis-parallel?); such chunks run on XLA")
             self._xla_run = self._xla()
-        return self._xla_run
+        return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], self._xla_run(thetas, m))
 
     def _run_whole(self, gen, fn, info):
         from sweep.codegen import build
@@ -275,9 +276,9 @@ class _Lowered:
             m = len(theta_rows) if m is None else int(m)
             if r.fold is not None:
                 return kernel(theta_rows[:m], self._values(thetas[1]))
-            other = self._outside_pattern(theta_rows, m)
-            if other is not None:
-                return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], other(thetas, m))
+            outside = self._outside_pattern(thetas, theta_rows, m)
+            if outside is not None:
+                return outside
             return kernel(theta_rows[:m])
         return run
 
@@ -339,9 +340,9 @@ class _Lowered:
         def run(thetas, m=None):
             theta_rows = np.asarray(thetas[0] if isinstance(thetas, tuple) else thetas)
             m = len(theta_rows) if m is None else int(m)
-            other = self._outside_pattern(theta_rows, m)
-            if other is not None:
-                return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], other(thetas, m))
+            outside = self._outside_pattern(thetas, theta_rows, m)
+            if outside is not None:
+                return outside
             t0 = time.perf_counter()
             c = jax.device_get(first(place(thetas)))
             rows = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], c)
